@@ -1,0 +1,257 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hnsplan/hnsplan/compiler/diag"
+	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/schema"
+)
+
+// Exit codes (DESIGN §4.3).
+const (
+	exitOK      = 0
+	exitInvalid = 1
+	exitChanges = 2
+	exitUsage   = 3
+)
+
+// version is set at link time (-ldflags "-X main.version=v1.2.3").
+var version = ""
+
+// exitError ends a command with a code; its message, if any, has been
+// printed already or is printed by run.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit %d", e.code)
+	}
+	return e.err.Error()
+}
+
+// run executes the CLI with args and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := newRoot(stdout, stderr)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil {
+			fmt.Fprintf(stderr, "hnsplan: %v\n", ee.err)
+		}
+		return ee.code
+	}
+	// Anything else comes from parsing the command line.
+	fmt.Fprintf(stderr, "hnsplan: %v\nRun 'hnsplan --help' for usage.\n", err)
+	return exitUsage
+}
+
+type globalFlags struct {
+	output string
+	color  string
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	g := &globalFlags{}
+	root := &cobra.Command{
+		Use:   "hnsplan",
+		Short: "Validate and compile the network intent of Kubernetes Windows nodes into HNS plans",
+		Long: `hnsplan checks a cluster's network intent (CUE plus Kubernetes manifests)
+against everything Windows HNS cannot do, and compiles one HNS plan per Windows node.
+
+Exit codes: 0 success, 1 invalid input or failure, 2 changes found
+(diff --detailed-exitcode), 3 usage error.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	root.PersistentFlags().StringVar(&g.color, "color", "auto", "colour the text output: auto, always or never")
+	root.AddCommand(newVetCmd(g), newSchemaCmd(), newVersionCmd())
+	return root
+}
+
+// checkOutput rejects an output format the command does not offer.
+func (g *globalFlags) checkOutput(cmd *cobra.Command, allowed ...string) error {
+	if !slices.Contains(allowed, g.output) {
+		return fmt.Errorf("unknown output format %q for %s; allowed: %s", g.output, cmd.Name(), strings.Join(allowed, ", "))
+	}
+	switch g.color {
+	case "auto", "always", "never":
+	default:
+		return fmt.Errorf("unknown --color %q; allowed: auto, always, never", g.color)
+	}
+	return nil
+}
+
+// useColor reports whether text output to w gets ANSI colours.
+func (g *globalFlags) useColor(w io.Writer) bool {
+	switch g.color {
+	case "always":
+		return true
+	case "never":
+		return false
+	}
+	if os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
+		return false
+	}
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func newVetCmd(g *globalFlags) *cobra.Command {
+	var inventory []string
+	cmd := &cobra.Command{
+		Use:   "vet DIR",
+		Short: "Check an intent directory against the schema and every Windows constraint",
+		Long: `vet loads the intent in DIR — one CUE package that sets ` + "`cluster`" + `, plus every
+Kubernetes manifest (*.yaml, *.yml) below it — and reports every problem at once,
+each with the file:line:col of its cause. It exits 1 if any finding is an error.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.checkOutput(cmd, "text", "json"); err != nil {
+				return err
+			}
+			in, findings, err := intent.Load(args[0], intent.Options{Inventory: inventory})
+			var pe *intent.PathError
+			if errors.As(err, &pe) {
+				return &exitError{code: exitUsage, err: err}
+			} else if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			return report(cmd, g, args[0], in, findings)
+		},
+	}
+	cmd.Flags().StringArrayVar(&inventory, "inventory", nil, "live-state file (kubectl get ... -o yaml); repeatable")
+	return cmd
+}
+
+// report prints findings and a summary, and returns the exit status.
+func report(cmd *cobra.Command, g *globalFlags, dir string, in *intent.Intent, findings diag.List) error {
+	out := cmd.OutOrStdout()
+	var err error
+	if g.output == "json" {
+		err = findings.WriteJSON(out)
+	} else {
+		err = findings.WriteText(out, g.useColor(out))
+		if err == nil {
+			_, err = fmt.Fprintln(out, summary(dir, in, findings))
+		}
+	}
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	if findings.HasErrors() {
+		return &exitError{code: exitInvalid}
+	}
+	return nil
+}
+
+func summary(dir string, in *intent.Intent, findings diag.List) string {
+	if findings.HasErrors() || in.Cluster == nil {
+		return fmt.Sprintf("%s: invalid: %s", dir, findings.Summary())
+	}
+	c := in.Cluster
+	win := 0
+	for _, n := range c.Nodes {
+		if n.IsWindows() {
+			win++
+		}
+	}
+	s := fmt.Sprintf("%s: valid: cluster %q (%s), %s (%d Windows, %d Linux), %s, %s",
+		dir, c.Name, c.Networking, plural(len(c.Nodes), "node"), win, len(c.Nodes)-win,
+		plural(len(c.Pools), "pool"), plural(in.Manifests.Len(), "manifest object"))
+	if len(findings) > 0 {
+		s += "; " + findings.Summary()
+	}
+	return s
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func newSchemaCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "schema",
+		Short: "Print the CUE schema of the intent (#Intent, #Cluster)",
+		Long: `schema prints the CUE schema hnsplan applies to the ` + "`cluster`" + ` field, so that it can
+be vendored into a CUE module for editors and ` + "`cue vet`" + `. hnsplan applies it by itself;
+importing it is optional.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := cmd.OutOrStdout().Write(schema.Source)
+			return err
+		},
+	}
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of hnsplan",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(cmd.OutOrStdout(), "hnsplan %s (%s, %s/%s)\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return err
+		},
+	}
+}
+
+// buildVersion is the link-time version, else the module version, else the
+// VCS revision the binary was built from.
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "(devel)"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return "(devel " + rev + ")"
+}

@@ -1,0 +1,392 @@
+package intent
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"cuelang.org/go/cue"
+	"cuelang.org/go/cue/cuecontext"
+	cueerrors "cuelang.org/go/cue/errors"
+	"cuelang.org/go/cue/load"
+	"cuelang.org/go/cue/token"
+
+	"github.com/hnsplan/hnsplan/compiler/diag"
+	"github.com/hnsplan/hnsplan/schema"
+)
+
+// Rule ids of the findings the loader reports itself.
+const (
+	RuleLoad      = "load"      // the directory cannot be read as one CUE package
+	RuleSyntax    = "syntax"    // a CUE file does not parse
+	RuleSchema    = "schema"    // the intent does not fit #Intent
+	RuleManifest  = "manifest"  // a Kubernetes manifest is malformed or of an unknown kind
+	RuleInventory = "inventory" // an inventory file is malformed
+	RuleHostBits  = "cidr-host-bits"
+)
+
+// source keeps the user's own CUE value (before the schema is applied) to
+// answer where a field was written.
+type source struct {
+	user cue.Value
+	rel  func(string) string
+}
+
+func (s *source) pos(path []any) diag.Pos {
+	sels := make([]cue.Selector, 0, len(path))
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			sels = append(sels, cue.Str(k))
+		case int:
+			sels = append(sels, cue.Index(k))
+		default:
+			panic(fmt.Sprintf("intent: bad path element %v", p))
+		}
+	}
+	return s.posOf(sels)
+}
+
+// posOf walks up from sels until it finds a value the user wrote: CUE
+// leaves positions off missing fields and defaults.
+func (s *source) posOf(sels []cue.Selector) diag.Pos {
+	for i := len(sels); i >= 0; i-- {
+		v := s.user.LookupPath(cue.MakePath(sels[:i]...))
+		if !v.Exists() {
+			continue
+		}
+		if p := v.Pos(); p.IsValid() {
+			return s.tokenPos(p)
+		}
+		// A struct built from several files has no single position; its
+		// first field's label does.
+		if i < len(sels) {
+			continue
+		}
+	}
+	return diag.Pos{}
+}
+
+func (s *source) tokenPos(p token.Pos) diag.Pos {
+	return diag.Pos{File: s.rel(p.Filename()), Line: p.Line(), Col: p.Column()}
+}
+
+// cueResult is what loading the CUE package gives.
+type cueResult struct {
+	user    cue.Value // the package as the user wrote it
+	checked cue.Value // user ⊓ #Intent, validated
+	ok      bool      // checked is valid and concrete
+}
+
+// loadCUE loads the one CUE package of dir and validates it against
+// #Intent, adding a finding for every error.
+func loadCUE(ctx *cue.Context, dir string, rel func(string) string, errs *diag.List) cueResult {
+	schemaV := ctx.CompileBytes(schema.Source, cue.Filename(schema.Filename))
+	if err := schemaV.Err(); err != nil {
+		panic("intent: embedded schema does not compile: " + err.Error())
+	}
+	intentDef := schemaV.LookupPath(cue.ParsePath("#Intent"))
+
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		errs.Errorf(RuleLoad, diag.Pos{File: dir}, "", "%v", err)
+		return cueResult{}
+	}
+	cueFiles, _ := filepath.Glob(filepath.Join(abs, "*.cue"))
+	if len(cueFiles) == 0 {
+		errs.Errorf(RuleLoad, diag.Pos{File: rel(abs)}, "", "no CUE files: an intent directory holds one CUE package that sets `cluster` (see `hnsplan schema`)")
+		return cueResult{}
+	}
+	insts := load.Instances([]string{"."}, &load.Config{Dir: abs})
+	inst := insts[0]
+	if inst.Err != nil {
+		addCUEErrors(inst.Err, RuleLoad, rel, source{rel: rel}, errs, abs)
+		return cueResult{}
+	}
+	user := ctx.BuildInstance(inst)
+	src := source{user: user, rel: rel}
+	if err := user.Err(); err != nil {
+		addCUEErrors(err, RuleSchema, rel, src, errs, abs)
+		return cueResult{user: user}
+	}
+	checked := intentDef.Unify(user)
+	err = checked.Validate(cue.Concrete(true))
+	if err == nil {
+		return cueResult{user: user, checked: checked, ok: true}
+	}
+	// Validate stops inside a struct at its first error. Check each value
+	// the user wrote against its own part of the schema, so that one run
+	// reports every error.
+	var more diag.List
+	validateDeep(intentDef, user, nil, src, &more)
+	addCUEErrors(err, RuleSchema, rel, src, errs, abs)
+	*errs = append(*errs, more...)
+	dropRedundant(errs)
+	// The checks in Go (host bits, names) need no defaults: run them on
+	// what the user wrote, so they are reported in this run too.
+	if data, err := user.MarshalJSON(); err == nil {
+		decodeCluster(data, &src, errs, true)
+	}
+	return cueResult{user: user, checked: checked}
+}
+
+var packagesRE = regexp.MustCompile(`^found packages (.*) in "(.*)"$`)
+
+// addCUEErrors turns a CUE error into findings, each placed at the user's
+// file rather than the schema's.
+func addCUEErrors(err error, rule string, rel func(string) string, src source, errs *diag.List, dir string) {
+	for _, e := range cueerrors.Errors(err) {
+		format, args := e.Msg()
+		msg := fmt.Sprintf(format, args...)
+		if strings.HasSuffix(msg, "errors in empty disjunction:") {
+			continue // the disjuncts' own errors follow
+		}
+		path := formatPath(e.Path())
+		f := diag.Finding{Rule: rule, Severity: diag.Error, Path: path, Message: msg}
+		if p := userPos(e, rel); p.IsValid() {
+			f.Pos = p
+		} else if src.user.Exists() && len(e.Path()) > 0 {
+			f.Pos = src.posOf(pathSelectors(e.Path()))
+		}
+		if _, ok := e.(cueerrors.Error); ok && rule == RuleLoad {
+			if m := packagesRE.FindStringSubmatch(msg); m != nil {
+				f.Message = fmt.Sprintf("found CUE packages %s: an intent directory holds exactly one package", m[1])
+				f.Pos = diag.Pos{File: rel(dir)}
+			}
+			if strings.Contains(msg, "expected") || strings.Contains(msg, "illegal") || strings.Contains(msg, "missing") {
+				f.Rule = RuleSyntax
+			}
+		}
+		if !f.Pos.IsValid() && rule == RuleLoad {
+			f.Pos = diag.Pos{File: rel(dir)}
+		}
+		errs.Add(f)
+	}
+}
+
+// dropRedundant removes CUE's terse errors where a clearer one says the
+// same for the same path: "conflicting values <default> and x" beside the
+// bound that failed (with `*4096 | int & <=max`), and "field not allowed" or
+// "field is required but not present" beside validateDeep's, which name
+// the field and suggest the spelling.
+func dropRedundant(errs *diag.List) {
+	terse := func(f diag.Finding) bool {
+		return f.Rule == RuleSchema && (strings.HasPrefix(f.Message, "conflicting values") ||
+			f.Message == "field not allowed" || f.Message == "field is required but not present")
+	}
+	specific := map[string]bool{}
+	for _, f := range *errs {
+		if f.Rule == RuleSchema && !terse(f) {
+			specific[f.Path] = true
+		}
+	}
+	*errs = slices.DeleteFunc(*errs, func(f diag.Finding) bool { return terse(f) && specific[f.Path] })
+}
+
+// userPos returns the first position of e in a user file.
+func userPos(e cueerrors.Error, rel func(string) string) diag.Pos {
+	var ps []token.Pos
+	if p := e.Position(); p.IsValid() {
+		ps = append(ps, p)
+	}
+	ps = append(ps, e.InputPositions()...)
+	var best diag.Pos
+	for _, p := range ps {
+		if !p.IsValid() || p.Filename() == schema.Filename || p.Filename() == "" {
+			continue
+		}
+		dp := diag.Pos{File: rel(p.Filename()), Line: p.Line(), Col: p.Column()}
+		if !best.IsValid() || dp.Compare(best) < 0 {
+			best = dp
+		}
+	}
+	return best
+}
+
+// formatPath writes a CUE error path the way findings spell paths:
+// cluster.pools.default.cidr, cluster.serviceCIDRs[0], without the
+// #Intent prefix of the schema.
+func formatPath(path []string) string {
+	var b strings.Builder
+	for i, p := range path {
+		if i == 0 && strings.HasPrefix(p, "#") {
+			continue
+		}
+		if _, err := strconv.Atoi(p); err == nil {
+			fmt.Fprintf(&b, "[%s]", p)
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+func pathSelectors(path []string) []cue.Selector {
+	sels := make([]cue.Selector, 0, len(path))
+	for i, p := range path {
+		if i == 0 && strings.HasPrefix(p, "#") {
+			continue
+		}
+		sels = append(sels, cue.ParsePath(p).Selectors()...)
+	}
+	return sels
+}
+
+// validateDeep checks the user's value u against the schema s one field
+// at a time: an unknown field, a missing required field, or a leaf that
+// does not unify with its schema each add a finding. Unlike Validate, it
+// does not stop at a struct's first error.
+func validateDeep(s, u cue.Value, path []cue.Selector, src source, errs *diag.List) {
+	switch u.IncompleteKind() {
+	case cue.StructKind:
+		if s.IncompleteKind()&cue.StructKind == 0 {
+			break // a type error: the leaf check below reports it
+		}
+		schemaFields := map[string]cue.Value{}
+		var required []string
+		it, _ := s.Fields(cue.Optional(true))
+		for it.Next() {
+			name := it.Selector().Unquoted()
+			schemaFields[name] = it.Value()
+			if it.Selector().ConstraintType() == cue.RequiredConstraint {
+				required = append(required, name)
+			}
+		}
+		pattern := s.LookupPath(cue.MakePath(cue.AnyString))
+		present := map[string]bool{}
+		uit, _ := u.Fields()
+		for uit.Next() {
+			sel := uit.Selector()
+			name := sel.Unquoted()
+			present[name] = true
+			sub := append(slices.Clone(path), sel)
+			fs, ok := schemaFields[name]
+			if !ok && pattern.Exists() {
+				fs, ok = pattern, true
+			}
+			if !ok {
+				errs.Add(diag.Finding{Rule: RuleSchema, Severity: diag.Error, Path: selPath(sub),
+					Pos: src.posOf(sub), Message: fmt.Sprintf("field %q is not allowed here%s", name, suggest(name, schemaFields))})
+				continue
+			}
+			validateDeep(fs, uit.Value(), sub, src, errs)
+		}
+		for _, name := range required {
+			if !present[name] {
+				errs.Add(diag.Finding{Rule: RuleSchema, Severity: diag.Error, Path: selPath(append(slices.Clone(path), cue.Str(name))),
+					Pos: src.posOf(path), Message: fmt.Sprintf("field %q is required but not present", name)})
+			}
+		}
+		return
+	case cue.ListKind:
+		if s.IncompleteKind()&cue.ListKind == 0 {
+			break
+		}
+		lit, _ := u.List()
+		for i := 0; lit.Next(); i++ {
+			elem := s.LookupPath(cue.MakePath(cue.Index(i)))
+			if !elem.Exists() {
+				elem = s.LookupPath(cue.MakePath(cue.AnyIndex))
+			}
+			if !elem.Exists() {
+				break // longer than the schema allows: the leaf check reports it
+			}
+			validateDeep(elem, lit.Value(), append(slices.Clone(path), cue.Index(i)), src, errs)
+		}
+	}
+	err := s.Unify(u).Validate(cue.Concrete(true))
+	for _, e := range cueerrors.Errors(err) {
+		format, args := e.Msg()
+		msg := fmt.Sprintf(format, args...)
+		if strings.HasSuffix(msg, "errors in empty disjunction:") {
+			continue
+		}
+		p := userPos(e, src.rel)
+		if !p.IsValid() {
+			p = src.posOf(path)
+		}
+		errs.Add(diag.Finding{Rule: RuleSchema, Severity: diag.Error, Path: selPath(path), Pos: p, Message: msg})
+	}
+}
+
+func selPath(sels []cue.Selector) string {
+	parts := make([]string, len(sels))
+	for i, s := range sels {
+		parts[i] = s.String()
+	}
+	return formatPath(parts)
+}
+
+// suggest names a known field close to name ("did you mean").
+func suggest(name string, fields map[string]cue.Value) string {
+	best, bestD := "", 3
+	for f := range fields {
+		if d := editDistance(strings.ToLower(name), strings.ToLower(f)); d < bestD || d == bestD && f < best && best != "" {
+			best, bestD = f, d
+		}
+	}
+	if best == "" {
+		known := make([]string, 0, len(fields))
+		for f := range fields {
+			known = append(known, f)
+		}
+		slices.Sort(known)
+		if len(known) == 0 {
+			return ""
+		}
+		return "; known fields: " + strings.Join(known, ", ")
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := 1
+			if a[i-1] == b[j-1] {
+				c = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// newContext returns a fresh CUE context: contexts only grow, so each load
+// gets its own.
+func newContext() *cue.Context { return cuecontext.New() }
+
+// exportJSON is CUE's own export of a validated value.
+func exportJSON(v cue.Value) ([]byte, error) {
+	return json.Marshal(v)
+}
+
+// relativeTo returns a function that makes absolute file names relative to
+// the working directory, where they are inside it.
+func relativeTo() func(string) string {
+	wd, err := os.Getwd()
+	return func(name string) string {
+		if err != nil || !filepath.IsAbs(name) {
+			return name
+		}
+		if r, err := filepath.Rel(wd, name); err == nil && !strings.HasPrefix(r, "..") {
+			return r
+		}
+		return name
+	}
+}

@@ -1,0 +1,231 @@
+// Package intent loads a cluster's network intent — one CUE package plus the
+// Kubernetes manifests beside it — and the live inventory, into typed Go
+// values. It is the only package that imports CUE.
+//
+// Load reports every problem it finds as a diag.Finding with the file:line:col
+// of its cause; it does not stop at the first.
+package intent
+
+import (
+	"net/netip"
+
+	"go.yaml.in/yaml/v3"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/hnsplan/hnsplan/compiler/diag"
+)
+
+// Intent is everything an intent directory says.
+type Intent struct {
+	Dir       string    // the directory as given
+	Cluster   *Cluster  // nil if the CUE package did not load
+	Manifests Manifests // the Kubernetes manifests below Dir
+	Inventory Inventory // live state from --inventory files
+}
+
+// Networking is the data plane of the Windows nodes.
+type Networking string
+
+const (
+	CalicoVXLAN   Networking = "calico-vxlan"
+	CalicoBGP     Networking = "calico-bgp"
+	FlannelHostGW Networking = "flannel-host-gw"
+	FlannelVXLAN  Networking = "flannel-vxlan"
+	StaticRoutes  Networking = "static-routes"
+	CloudProvider Networking = "cloud-provider"
+)
+
+// Cluster is the `cluster` value of the intent, defaults filled in. Every
+// CIDR is parsed and masked; Pos finds where any field was written.
+type Cluster struct {
+	Name              string
+	Datastore         string // "kubernetes" | "etcd"
+	Networking        Networking
+	ServiceCIDRs      []netip.Prefix
+	DNSDomain         string
+	KubernetesVersion string // "1.33", or "" if unset
+	CalicoVersion     string // "3.30", or "" if unset
+	OperatorManaged   bool
+	Platform          string // "" if unset
+	IPAM              IPAM
+	VXLAN             *VXLAN // nil if unset
+	BGP               *BGP   // nil if unset
+	Felix             Felix
+	Windows           Windows
+	Pools             []Pool // sorted by name
+	Nodes             []Node // sorted by name
+	// Constraints maps a rule id to "error", "warning", "info" or "off".
+	Constraints map[string]string
+
+	src *source
+}
+
+// IPAM is how pod addresses are assigned.
+type IPAM struct {
+	Type           string // "calico" | "host-local"
+	StrictAffinity bool
+}
+
+// VXLAN holds the cluster's VXLAN parameters.
+type VXLAN struct {
+	VNI  int
+	Port int
+	MTU  int // 0 if unset
+}
+
+// BGP holds the cluster's BGP settings.
+type BGP struct {
+	NodeToNodeMesh    bool
+	ASNumber          int64
+	ServiceClusterIPs []netip.Prefix
+	Peers             []BGPPeer
+}
+
+// BGPPeer is one explicit BGP peer.
+type BGPPeer struct {
+	Address  netip.Addr
+	ASNumber int64
+}
+
+// Felix holds the Felix settings that matter to Windows nodes.
+type Felix struct {
+	IPIPEnabled *bool // nil if unset
+}
+
+// Windows holds the settings of the Windows nodes' HNS networking.
+type Windows struct {
+	NetworkName                   string
+	UseSingleNetwork              bool
+	DisableHostSubnetNATExclusion bool
+	NATExceptions                 []netip.Prefix
+	KubeProxy                     KubeProxy
+	Replacement                   string // "drain" | "manual"
+}
+
+// KubeProxy holds the kube-proxy settings of the Windows nodes.
+type KubeProxy struct {
+	DSR              bool
+	HostnameOverride bool
+}
+
+// Pool is a Calico IPPool.
+type Pool struct {
+	Name          string
+	CIDR          netip.Prefix
+	BlockSize     int
+	Encapsulation string // "VXLAN" | "IPIP" | "None"
+	VXLANMode     string // "" if unset
+	IPIPMode      string // "" if unset
+	NATOutgoing   bool
+	NodeSelector  string
+	Disabled      bool
+}
+
+// Node is one Kubernetes node.
+type Node struct {
+	Name string
+	OS   string // "windows" | "linux"
+	// Addr is the node's interface address and Subnet the network it is on
+	// (the address's prefix, masked): "172.20.41.103/19" gives 172.20.41.103
+	// and 172.20.32.0/19.
+	Addr                    netip.Addr
+	Subnet                  netip.Prefix
+	Interface               string
+	WindowsBuild            string         // "10.0.17763.1432", or ""
+	PodCIDR                 netip.Prefix   // zero if unset
+	Blocks                  []netip.Prefix // pinned IPAM blocks
+	Labels                  map[string]string
+	MaxPods                 int // 0 if unset
+	RouteReflector          bool
+	SourceDestCheckDisabled *bool
+	RemoteAccessInstalled   *bool
+	MACSpoofing             *bool
+}
+
+// IsWindows reports whether n is a Windows node.
+func (n *Node) IsWindows() bool { return n.OS == "windows" }
+
+// Pos returns where the value at path (field names and list indexes below
+// `cluster`, e.g. "pools", "default", "cidr") was written. A value that was
+// not written, such as a default, takes the position of the nearest
+// enclosing value that was.
+func (c *Cluster) Pos(path ...any) diag.Pos {
+	if c == nil || c.src == nil {
+		return diag.Pos{}
+	}
+	return c.src.pos(append([]any{"cluster"}, path...))
+}
+
+// Manifests are the Kubernetes objects of the intent directory, each in the
+// order of its file and document.
+type Manifests struct {
+	NetworkPolicies []NetworkPolicy
+	CalicoPolicies  []CalicoPolicy // NetworkPolicy and GlobalNetworkPolicy
+	Tiers           []Tier
+	Namespaces      []Namespace
+	Services        []Service
+	Files           int // how many YAML files were read
+	objects         int
+}
+
+// Len is the number of objects in m.
+func (m *Manifests) Len() int { return m.objects }
+
+// Source says where a manifest object was read.
+type Source struct {
+	File string // as given, relative to the working directory where possible
+	Doc  int    // 1-based document index in the file
+	Item int    // 1-based index in a v1 List, 0 if not in a list
+	Pos  diag.Pos
+	node *yaml.Node
+}
+
+// PosOf returns where the field at path (field names and list indexes,
+// e.g. "spec", "ingress", 0, "ports") is written in the manifest, or the
+// nearest enclosing position.
+func (s *Source) PosOf(path ...any) diag.Pos {
+	if s.node == nil {
+		return s.Pos
+	}
+	return nodePos(s.File, lookupNode(s.node, path))
+}
+
+// NetworkPolicy is a networking.k8s.io/v1 NetworkPolicy.
+type NetworkPolicy struct {
+	networkingv1.NetworkPolicy
+	Source Source
+}
+
+// Namespace is a v1 Namespace.
+type Namespace struct {
+	corev1.Namespace
+	Source Source
+}
+
+// Service is a v1 Service.
+type Service struct {
+	corev1.Service
+	Source Source
+}
+
+// Inventory is live cluster state: never committed, given with --inventory.
+type Inventory struct {
+	Pods            []corev1.Pod
+	Namespaces      []corev1.Namespace
+	Services        []corev1.Service
+	Nodes           []corev1.Node
+	EndpointSlices  []discoveryv1.EndpointSlice
+	BlockAffinities []BlockAffinity
+	Files           []string
+}
+
+// BlockAffinity is a Calico BlockAffinity: a node's claim on an IPAM block.
+type BlockAffinity struct {
+	Name    string
+	Node    string
+	CIDR    netip.Prefix
+	State   string // "confirmed", "pending", "pendingDeletion"
+	Deleted bool
+}

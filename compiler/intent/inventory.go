@@ -1,0 +1,88 @@
+package intent
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+
+	"go.yaml.in/yaml/v3"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/hnsplan/hnsplan/compiler/diag"
+)
+
+// LoadInventory reads live-state files: what `kubectl get pods,namespaces,
+// services,nodes,endpointslices -A -o yaml` (or -o json) prints, plus
+// Calico BlockAffinities. Fields this version of hnsplan does not know are
+// ignored, since a newer API server adds them; other kinds are ignored with
+// a warning. A file that cannot be read is returned as an error.
+func LoadInventory(files []string, errs *diag.List) (Inventory, error) {
+	var inv Inventory
+	rel := relativeTo()
+	for _, name := range files {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return inv, fmt.Errorf("inventory: %w", err)
+		}
+		file := rel(name)
+		inv.Files = append(inv.Files, file)
+		forEachObject(file, data, RuleInventory, errs, func(obj *yaml.Node, src Source, apiVersion, kind string) {
+			inv.add(obj, src, apiVersion, kind, errs)
+		})
+	}
+	return inv, nil
+}
+
+func (inv *Inventory) add(obj *yaml.Node, src Source, apiVersion, kind string, errs *diag.List) {
+	d := &yamlDecoder{file: src.File, rule: RuleInventory, what: src.where(), errs: errs}
+	into := func(v any) { d.decode(obj, reflect.ValueOf(v).Elem(), "") }
+	switch apiVersion + " " + kind {
+	case "v1 Pod":
+		var p corev1.Pod
+		into(&p)
+		inv.Pods = append(inv.Pods, p)
+	case "v1 Namespace":
+		var ns corev1.Namespace
+		into(&ns)
+		inv.Namespaces = append(inv.Namespaces, ns)
+	case "v1 Service":
+		var s corev1.Service
+		into(&s)
+		inv.Services = append(inv.Services, s)
+	case "v1 Node":
+		var n corev1.Node
+		into(&n)
+		inv.Nodes = append(inv.Nodes, n)
+	case "discovery.k8s.io/v1 EndpointSlice":
+		var e discoveryv1.EndpointSlice
+		into(&e)
+		inv.EndpointSlices = append(inv.EndpointSlices, e)
+	case "crd.projectcalico.org/v1 BlockAffinity", "projectcalico.org/v3 BlockAffinity":
+		var w struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Spec struct {
+				State string `json:"state"`
+				Node  string `json:"node"`
+				CIDR  string `json:"cidr"`
+				// The CRD stores "true"/"false" as a string; v3 as a bool.
+				Deleted any `json:"deleted"`
+			} `json:"spec"`
+		}
+		into(&w)
+		ba := BlockAffinity{Name: w.Metadata.Name, Node: w.Spec.Node, State: w.Spec.State,
+			Deleted: w.Spec.Deleted == true || w.Spec.Deleted == "true"}
+		p, err := parseCIDR(w.Spec.CIDR, false)
+		if err != nil {
+			d.errorf(lookupNode(obj, []any{"spec", "cidr"}), "spec.cidr", "%v", err)
+			return
+		}
+		ba.CIDR = p.Masked()
+		inv.BlockAffinities = append(inv.BlockAffinities, ba)
+	default:
+		errs.Add(diag.Finding{Rule: RuleInventory, Severity: diag.Warning, Pos: src.Pos,
+			Message: fmt.Sprintf("kind %s %s is ignored; the inventory reads Pods, Namespaces, Services, Nodes, EndpointSlices and Calico BlockAffinities%s", apiVersion, kind, src.where())})
+	}
+}

@@ -1,0 +1,59 @@
+package intent
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/hnsplan/hnsplan/compiler/diag"
+)
+
+// Options tune Load.
+type Options struct {
+	// Inventory lists live-state files (--inventory).
+	Inventory []string
+}
+
+// A PathError is returned when the intent directory or an inventory file
+// cannot be read at all: a usage error, unlike findings about their content.
+type PathError struct{ Err error }
+
+func (e *PathError) Error() string { return e.Err.Error() }
+func (e *PathError) Unwrap() error { return e.Err }
+
+// Load reads the intent directory dir: its one CUE package, validated
+// against the schema, and every Kubernetes manifest below it. It returns
+// the intent and every finding, sorted; the intent is usable only if the
+// findings hold no error. The error is a *PathError when dir or an
+// inventory file cannot be read.
+func Load(dir string, opts Options) (*Intent, diag.List, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return nil, nil, &PathError{fmt.Errorf("intent directory: %w", err)}
+	}
+	if !st.IsDir() {
+		return nil, nil, &PathError{fmt.Errorf("intent directory: %s is not a directory", dir)}
+	}
+	var errs diag.List
+	rel := relativeTo()
+	in := &Intent{Dir: dir}
+
+	res := loadCUE(newContext(), dir, rel, &errs)
+	if res.ok {
+		data, err := exportJSON(res.checked)
+		if err != nil {
+			addCUEErrors(err, RuleSchema, rel, source{user: res.user, rel: rel}, &errs, dir)
+		} else {
+			in.Cluster = decodeCluster(data, &source{user: res.user, rel: rel}, &errs, false)
+		}
+	}
+	loadManifests(dir, rel, &in.Manifests, &errs)
+	if len(opts.Inventory) > 0 {
+		inv, err := LoadInventory(opts.Inventory, &errs)
+		if err != nil {
+			return nil, nil, &PathError{err}
+		}
+		in.Inventory = inv
+	}
+	errs.Sort()
+	return in, errs, nil
+}

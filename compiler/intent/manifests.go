@@ -1,0 +1,278 @@
+package intent
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hnsplan/hnsplan/compiler/diag"
+)
+
+// intentKinds are the manifest kinds an intent directory may hold.
+const intentKinds = "networking.k8s.io/v1 NetworkPolicy; projectcalico.org/v3 NetworkPolicy, GlobalNetworkPolicy, Tier; v1 Namespace, Service (or a v1 List of them)"
+
+// inventoryKinds are live state: they belong in --inventory files.
+var inventoryKinds = map[string]bool{"Pod": true, "Node": true, "EndpointSlice": true, "BlockAffinity": true}
+
+// skipDir reports whether a directory below the intent is not intent:
+// hidden directories (.git, .github) and CUE's module directory.
+func skipDir(name string) bool {
+	return strings.HasPrefix(name, ".") || name == "cue.mod"
+}
+
+// loadManifests reads every *.yaml and *.yml file below dir, in lexical order.
+func loadManifests(dir string, rel func(string) string, m *Manifests, errs *diag.List) {
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			errs.Errorf(RuleManifest, diag.Pos{File: rel(path)}, "", "%v", err)
+			return nil
+		}
+		if d.IsDir() {
+			if path != dir && skipDir(d.Name()) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if ext := filepath.Ext(path); ext != ".yaml" && ext != ".yml" {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			errs.Errorf(RuleManifest, diag.Pos{File: rel(path)}, "", "%v", err)
+			return nil
+		}
+		m.Files++
+		file := rel(path)
+		forEachObject(file, data, RuleManifest, errs, func(obj *yaml.Node, src Source, apiVersion, kind string) {
+			m.add(obj, src, apiVersion, kind, errs)
+		})
+		return nil
+	})
+	if err != nil {
+		errs.Errorf(RuleManifest, diag.Pos{File: rel(dir)}, "", "%v", err)
+	}
+}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// forEachObject calls fn for every Kubernetes object in a multi-document
+// YAML (or JSON) file, unpacking v1 Lists. Malformed documents are findings.
+func forEachObject(file string, data []byte, rule string, errs *diag.List, fn func(obj *yaml.Node, src Source, apiVersion, kind string)) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for doc := 1; ; doc++ {
+		var n yaml.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			// A syntax error ends the stream: the decoder cannot resync.
+			msg, line := err.Error(), 0
+			if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+				line, _ = strconv.Atoi(m[1])
+				msg = m[2]
+			}
+			msg = strings.TrimPrefix(msg, "yaml: ")
+			errs.Errorf(rule, diag.Pos{File: file, Line: line}, "", "invalid YAML: %s (document %d)", msg, doc)
+			return
+		}
+		if len(n.Content) == 0 || n.Content[0].Tag == "!!null" {
+			continue // an empty document, e.g. after a trailing ---
+		}
+		root := n.Content[0]
+		src := Source{File: file, Doc: doc, Pos: nodePos(file, root), node: root}
+		apiVersion, kind, ok := typeOf(root, src, rule, errs)
+		if !ok {
+			continue
+		}
+		if apiVersion == "v1" && kind == "List" {
+			items := lookupNode(root, []any{"items"})
+			if items == root || items.Kind != yaml.SequenceNode {
+				if items != root && items.Tag == "!!null" {
+					continue
+				}
+				errs.Errorf(rule, src.Pos, "items", "a v1 List needs an items list (document %d)", doc)
+				continue
+			}
+			for i, item := range items.Content {
+				isrc := Source{File: file, Doc: doc, Item: i + 1, Pos: nodePos(file, item), node: item}
+				if av, k, ok := typeOf(item, isrc, rule, errs); ok {
+					fn(item, isrc, av, k)
+				}
+			}
+			continue
+		}
+		fn(root, src, apiVersion, kind)
+	}
+}
+
+// where names a manifest object at the end of a message: " (document 2)"
+// or " (document 1, items[3])".
+func (s Source) where() string {
+	if s.Item > 0 {
+		return fmt.Sprintf(" (document %d, items[%d])", s.Doc, s.Item-1)
+	}
+	return fmt.Sprintf(" (document %d)", s.Doc)
+}
+
+func typeOf(obj *yaml.Node, src Source, rule string, errs *diag.List) (apiVersion, kind string, ok bool) {
+	if obj.Kind != yaml.MappingNode {
+		errs.Errorf(rule, src.Pos, "", "expected a Kubernetes object (a mapping with apiVersion and kind), found %s%s", describe(obj), src.where())
+		return "", "", false
+	}
+	get := func(field string) string {
+		n := lookupNode(obj, []any{field})
+		if n == obj || n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
+			return ""
+		}
+		return n.Value
+	}
+	apiVersion, kind = get("apiVersion"), get("kind")
+	if apiVersion == "" || kind == "" {
+		errs.Errorf(rule, src.Pos, "", "a Kubernetes object needs string fields apiVersion and kind%s", src.where())
+		return "", "", false
+	}
+	return apiVersion, kind, true
+}
+
+// add decodes one intent object into m.
+func (m *Manifests) add(obj *yaml.Node, src Source, apiVersion, kind string, errs *diag.List) {
+	d := &yamlDecoder{file: src.File, strict: true, rule: RuleManifest, what: src.where(), errs: errs}
+	before := len(*errs)
+	switch apiVersion + " " + kind {
+	case "networking.k8s.io/v1 NetworkPolicy":
+		var p NetworkPolicy
+		d.decode(obj, reflect.ValueOf(&p.NetworkPolicy).Elem(), "")
+		p.Source = src
+		checkNetworkPolicy(&p, d)
+		m.NetworkPolicies = append(m.NetworkPolicies, p)
+	case "projectcalico.org/v3 NetworkPolicy", "projectcalico.org/v3 GlobalNetworkPolicy":
+		var p CalicoPolicy
+		d.decode(obj, reflect.ValueOf(&p).Elem(), "")
+		p.Global, p.Source = kind == "GlobalNetworkPolicy", src
+		checkCalicoPolicy(&p, d)
+		m.CalicoPolicies = append(m.CalicoPolicies, p)
+	case "projectcalico.org/v3 Tier":
+		var t Tier
+		d.decode(obj, reflect.ValueOf(&t).Elem(), "")
+		t.Source = src
+		if a := t.Spec.DefaultAction; a != "" && a != "Deny" && a != "Pass" {
+			d.errorf(lookupNode(obj, []any{"spec", "defaultAction"}), "spec.defaultAction", "defaultAction must be Deny or Pass, not %q", a)
+		}
+		m.Tiers = append(m.Tiers, t)
+	case "v1 Namespace":
+		var ns Namespace
+		d.decode(obj, reflect.ValueOf(&ns.Namespace).Elem(), "")
+		ns.Source = src
+		m.Namespaces = append(m.Namespaces, ns)
+	case "v1 Service":
+		var s Service
+		d.decode(obj, reflect.ValueOf(&s.Service).Elem(), "")
+		s.Source = src
+		m.Services = append(m.Services, s)
+	default:
+		hint := ""
+		if inventoryKinds[kind] {
+			hint = "; live state such as this belongs in an --inventory file, not in the intent"
+		}
+		errs.Errorf(RuleManifest, src.Pos, "", "kind %s %s is not intent; accepted kinds: %s%s%s", apiVersion, kind, intentKinds, hint, src.where())
+		return
+	}
+	if len(*errs) == before {
+		name := lookupNode(obj, []any{"metadata", "name"})
+		if name.Kind != yaml.ScalarNode || name.Value == "" {
+			d.errorf(lookupNode(obj, []any{"metadata"}), "metadata.name", "%s %s has no metadata.name", apiVersion, kind)
+		}
+	}
+	m.objects++
+}
+
+func checkNetworkPolicy(p *NetworkPolicy, d *yamlDecoder) {
+	check := func(dir string, i, j int, cidr string, except []string) {
+		base := []any{"spec", dir, i, map[string]string{"ingress": "from", "egress": "to"}[dir], j, "ipBlock"}
+		pos := func(tail ...any) *yaml.Node { return lookupNode(p.Source.node, append(base[:len(base):len(base)], tail...)) }
+		path := fmt.Sprintf("spec.%s[%d].%s[%d].ipBlock", dir, i, base[3], j)
+		parent, err := parseCIDR(cidr, false)
+		if err != nil {
+			d.errorf(pos("cidr"), path+".cidr", "%v", err)
+			return
+		}
+		if parent != parent.Masked() {
+			d.errs.Errorf(RuleHostBits, nodePos(d.file, pos("cidr")), path+".cidr", "%s has host bits set; write %s%s", parent, parent.Masked(), d.what)
+		}
+		for k, e := range except {
+			ep, err := parseCIDR(e, false)
+			if err != nil {
+				d.errorf(pos("except", k), fmt.Sprintf("%s.except[%d]", path, k), "%v", err)
+				continue
+			}
+			if !parent.Masked().Contains(ep.Addr()) || ep.Bits() < parent.Bits() {
+				d.errorf(pos("except", k), fmt.Sprintf("%s.except[%d]", path, k), "except %s is not inside cidr %s", ep, parent.Masked())
+			}
+		}
+	}
+	for i, r := range p.Spec.Ingress {
+		for j, peer := range r.From {
+			if peer.IPBlock != nil {
+				check("ingress", i, j, peer.IPBlock.CIDR, peer.IPBlock.Except)
+			}
+		}
+	}
+	for i, r := range p.Spec.Egress {
+		for j, peer := range r.To {
+			if peer.IPBlock != nil {
+				check("egress", i, j, peer.IPBlock.CIDR, peer.IPBlock.Except)
+			}
+		}
+	}
+	for i, t := range p.Spec.PolicyTypes {
+		if t != "Ingress" && t != "Egress" {
+			d.errorf(lookupNode(p.Source.node, []any{"spec", "policyTypes", i}), fmt.Sprintf("spec.policyTypes[%d]", i), "policy type must be Ingress or Egress, not %q", t)
+		}
+	}
+}
+
+func checkCalicoPolicy(p *CalicoPolicy, d *yamlDecoder) {
+	at := func(path ...any) *yaml.Node { return lookupNode(p.Source.node, path) }
+	if p.Global && p.Namespace != "" {
+		d.errorf(at("metadata", "namespace"), "metadata.namespace", "a GlobalNetworkPolicy is not namespaced; remove metadata.namespace")
+	}
+	if !p.Global {
+		for field, set := range map[string]bool{"namespaceSelector": p.Spec.NamespaceSelector != "", "doNotTrack": p.Spec.DoNotTrack, "preDNAT": p.Spec.PreDNAT, "applyOnForward": p.Spec.ApplyOnForward} {
+			if set {
+				d.errorf(at("spec", field), "spec."+field, "%s exists only on GlobalNetworkPolicy", field)
+			}
+		}
+	}
+	for i, t := range p.Spec.Types {
+		if t != "Ingress" && t != "Egress" {
+			d.errorf(at("spec", "types", i), fmt.Sprintf("spec.types[%d]", i), "policy type must be Ingress or Egress, not %q", t)
+		}
+	}
+	for _, dir := range []string{"ingress", "egress"} {
+		rules := p.Spec.Ingress
+		if dir == "egress" {
+			rules = p.Spec.Egress
+		}
+		for i, r := range rules {
+			switch r.Action {
+			case "Allow", "Deny", "Log", "Pass":
+			default:
+				d.errorf(at("spec", dir, i, "action"), fmt.Sprintf("spec.%s[%d].action", dir, i), "action must be Allow, Deny, Log or Pass, not %q", r.Action)
+			}
+			if v := r.IPVersion; v != nil && *v != 4 && *v != 6 {
+				d.errorf(at("spec", dir, i, "ipVersion"), fmt.Sprintf("spec.%s[%d].ipVersion", dir, i), "ipVersion must be 4 or 6, not %d", *v)
+			}
+		}
+	}
+}
