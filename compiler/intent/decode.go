@@ -15,16 +15,16 @@ import (
 // wireCluster is `cluster` as CUE exports it, defaults filled in. Decoding
 // from JSON is several times faster than cue.Value.Decode.
 type wireCluster struct {
-	Name              string `json:"name"`
-	Datastore         string `json:"datastore"`
-	Networking        string `json:"networking"`
+	Name              string   `json:"name"`
+	Datastore         string   `json:"datastore"`
+	Networking        string   `json:"networking"`
 	ServiceCIDRs      []string `json:"serviceCIDRs"`
-	DNSDomain         string `json:"dnsDomain"`
-	KubernetesVersion string `json:"kubernetesVersion"`
-	CalicoVersion     string `json:"calicoVersion"`
-	OperatorManaged   bool   `json:"operatorManaged"`
-	Platform          string `json:"platform"`
-	IPAM              IPAM   `json:"ipam"`
+	DNSDomain         string   `json:"dnsDomain"`
+	KubernetesVersion string   `json:"kubernetesVersion"`
+	CalicoVersion     string   `json:"calicoVersion"`
+	OperatorManaged   bool     `json:"operatorManaged"`
+	Platform          string   `json:"platform"`
+	IPAM              IPAM     `json:"ipam"`
 	VXLAN             *struct {
 		VNI  int `json:"vni"`
 		Port int `json:"port"`

@@ -200,7 +200,9 @@ func (m *Manifests) add(obj *yaml.Node, src Source, apiVersion, kind string, err
 func checkNetworkPolicy(p *NetworkPolicy, d *yamlDecoder) {
 	check := func(dir string, i, j int, cidr string, except []string) {
 		base := []any{"spec", dir, i, map[string]string{"ingress": "from", "egress": "to"}[dir], j, "ipBlock"}
-		pos := func(tail ...any) *yaml.Node { return lookupNode(p.Source.node, append(base[:len(base):len(base)], tail...)) }
+		pos := func(tail ...any) *yaml.Node {
+			return lookupNode(p.Source.node, append(base[:len(base):len(base)], tail...))
+		}
 		path := fmt.Sprintf("spec.%s[%d].%s[%d].ipBlock", dir, i, base[3], j)
 		parent, err := parseCIDR(cidr, false)
 		if err != nil {

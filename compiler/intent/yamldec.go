@@ -21,6 +21,9 @@ import (
 // strict set, a field the Go type does not have is an error (kubectl's
 // default field validation); without it, the field is ignored, which is what
 // live state from a newer API server needs.
+// yamlNode is a YAML node tree with positions.
+type yamlNode = yaml.Node
+
 type yamlDecoder struct {
 	file   string
 	strict bool

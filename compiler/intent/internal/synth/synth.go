@@ -1,0 +1,79 @@
+// Package synth writes large synthetic intents for benchmarks: realistic
+// in shape (a template per node kind, labels, per-pool node selectors),
+// plain in content.
+package synth
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Size is how large an intent to write.
+type Size struct {
+	Windows, Linux, Pools int
+}
+
+// Benchmark is the size the foundation issue measures: 1,000 Windows and
+// 100 Linux nodes, 200 pools.
+var Benchmark = Size{Windows: 1000, Linux: 100, Pools: 200}
+
+// Write writes an intent of size s into dir: cluster.cue, pools.cue and
+// nodes.cue, one package.
+func Write(dir string, s Size) error {
+	if s.Pools < 1 || s.Pools > 4096 {
+		return fmt.Errorf("synth: %d pools: want 1 to 4096", s.Pools)
+	}
+	files := map[string]string{}
+	files["cluster.cue"] = `package bench
+
+cluster: {
+	name:       "bench"
+	datastore:  "kubernetes"
+	networking: "calico-vxlan"
+	serviceCIDRs: ["10.96.0.0/12"]
+	ipam: strictAffinity: true
+	vxlan: {vni: 4096, port: 4789}
+	windows: {networkName: "Calico", natExceptions: ["172.16.0.0/12"]}
+}
+
+// #win is the template of every Windows node.
+#win: {
+	os:        "windows"
+	interface: "Ethernet"
+	windows: build: "10.0.17763.1432"
+	maxPods: 60
+	...
+}
+`
+	var b strings.Builder
+	b.WriteString("package bench\n\ncluster: pools: {\n")
+	for i := range s.Pools {
+		// 200 /20 pools carved from 10.0.0.0/8 above the service range.
+		fmt.Fprintf(&b, "\t\"pool-%04d\": {cidr: \"10.%d.%d.0/20\", blockSize: 26, natOutgoing: true, nodeSelector: \"pool == 'p%04d'\"}\n",
+			i, 128+i/16, (i%16)*16, i)
+	}
+	b.WriteString("}\n")
+	files["pools.cue"] = b.String()
+
+	b.Reset()
+	b.WriteString("package bench\n\ncluster: nodes: {\n")
+	for i := range s.Windows {
+		fmt.Fprintf(&b, "\t\"win-%04d\": #win & {address: \"172.20.%d.%d/16\", labels: {pool: \"p%04d\", zone: \"z%d\"}}\n",
+			i, i/250, i%250+2, i%s.Pools, i%3)
+	}
+	for i := range s.Linux {
+		fmt.Fprintf(&b, "\t\"linux-%04d\": {os: \"linux\", address: \"172.21.%d.%d/16\", labels: {zone: \"z%d\"}}\n",
+			i, i/250, i%250+2, i%3)
+	}
+	b.WriteString("}\n")
+	files["nodes.cue"] = b.String()
+
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+// Package examples_test vets every bundled example, so none can rot.
+package examples_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hnsplan/hnsplan/compiler/intent"
+)
+
+func TestExamplesVet(t *testing.T) {
+	dirs, err := filepath.Glob("*/*.cue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range dirs {
+		seen[filepath.Dir(f)] = true
+	}
+	for _, want := range []string{"calico-vxlan", "calico-bgp", "flannel-host-gw"} {
+		if !seen[want] {
+			t.Errorf("example %s is missing", want)
+		}
+	}
+	for dir := range seen {
+		t.Run(dir, func(t *testing.T) {
+			if _, err := os.Stat(filepath.Join(dir, "README.md")); err != nil {
+				t.Errorf("example has no README.md: %v", err)
+			}
+			in, findings, err := intent.Load(dir, intent.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range findings {
+				t.Errorf("%s", f)
+			}
+			if in.Cluster == nil || len(in.Cluster.Nodes) == 0 || len(in.Cluster.Pools) == 0 {
+				t.Fatalf("example loaded no cluster, nodes or pools")
+			}
+			var win, linux int
+			for _, n := range in.Cluster.Nodes {
+				if n.IsWindows() {
+					win++
+				} else {
+					linux++
+				}
+			}
+			if win == 0 || linux == 0 {
+				t.Errorf("example has %d Windows and %d Linux nodes; every example is a hybrid cluster", win, linux)
+			}
+			if in.Manifests.Len() == 0 {
+				t.Errorf("example has no manifests")
+			}
+		})
+	}
+}
