@@ -60,13 +60,10 @@ func (s *source) posOf(sels []cue.Selector) diag.Pos {
 		if !v.Exists() {
 			continue
 		}
+		// A struct written in several files has no single position: go on
+		// up to one that has.
 		if p := v.Pos(); p.IsValid() {
 			return s.tokenPos(p)
-		}
-		// A struct built from several files has no single position; its
-		// first field's label does.
-		if i < len(sels) {
-			continue
 		}
 	}
 	return diag.Pos{}
@@ -153,17 +150,17 @@ func addCUEErrors(err error, rule string, rel func(string) string, src source, e
 		} else if src.user.Exists() && len(e.Path()) > 0 {
 			f.Pos = src.posOf(pathSelectors(e.Path()))
 		}
-		if _, ok := e.(cueerrors.Error); ok && rule == RuleLoad {
-			if m := packagesRE.FindStringSubmatch(msg); m != nil {
+		if rule == RuleLoad {
+			switch m := packagesRE.FindStringSubmatch(msg); {
+			case m != nil:
 				f.Message = fmt.Sprintf("found CUE packages %s: an intent directory holds exactly one package", m[1])
 				f.Pos = diag.Pos{File: rel(dir)}
-			}
-			if strings.Contains(msg, "expected") || strings.Contains(msg, "illegal") || strings.Contains(msg, "missing") {
+			case f.Pos.IsValid():
+				// Loading fails inside a file only when the file does not parse.
 				f.Rule = RuleSyntax
+			default:
+				f.Pos = diag.Pos{File: rel(dir)}
 			}
-		}
-		if !f.Pos.IsValid() && rule == RuleLoad {
-			f.Pos = diag.Pos{File: rel(dir)}
 		}
 		errs.Add(f)
 	}

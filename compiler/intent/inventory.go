@@ -6,8 +6,6 @@ import (
 	"reflect"
 
 	"go.yaml.in/yaml/v3"
-	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/hnsplan/hnsplan/compiler/diag"
 )
@@ -39,25 +37,15 @@ func (inv *Inventory) add(obj *yaml.Node, src Source, apiVersion, kind string, e
 	into := func(v any) { d.decode(obj, reflect.ValueOf(v).Elem(), "") }
 	switch apiVersion + " " + kind {
 	case "v1 Pod":
-		var p corev1.Pod
-		into(&p)
-		inv.Pods = append(inv.Pods, p)
+		appendDecoded(d, obj, &inv.Pods)
 	case "v1 Namespace":
-		var ns corev1.Namespace
-		into(&ns)
-		inv.Namespaces = append(inv.Namespaces, ns)
+		appendDecoded(d, obj, &inv.Namespaces)
 	case "v1 Service":
-		var s corev1.Service
-		into(&s)
-		inv.Services = append(inv.Services, s)
+		appendDecoded(d, obj, &inv.Services)
 	case "v1 Node":
-		var n corev1.Node
-		into(&n)
-		inv.Nodes = append(inv.Nodes, n)
+		appendDecoded(d, obj, &inv.Nodes)
 	case "discovery.k8s.io/v1 EndpointSlice":
-		var e discoveryv1.EndpointSlice
-		into(&e)
-		inv.EndpointSlices = append(inv.EndpointSlices, e)
+		appendDecoded(d, obj, &inv.EndpointSlices)
 	case "crd.projectcalico.org/v1 BlockAffinity", "projectcalico.org/v3 BlockAffinity":
 		var w struct {
 			Metadata struct {
@@ -85,4 +73,11 @@ func (inv *Inventory) add(obj *yaml.Node, src Source, apiVersion, kind string, e
 		errs.Add(diag.Finding{Rule: RuleInventory, Severity: diag.Warning, Pos: src.Pos,
 			Message: fmt.Sprintf("kind %s %s is ignored; the inventory reads Pods, Namespaces, Services, Nodes, EndpointSlices and Calico BlockAffinities%s", apiVersion, kind, src.where())})
 	}
+}
+
+// appendDecoded decodes obj as a T and appends it to list.
+func appendDecoded[T any](d *yamlDecoder, obj *yaml.Node, list *[]T) {
+	var v T
+	d.decode(obj, reflect.ValueOf(&v).Elem(), "")
+	*list = append(*list, v)
 }

@@ -144,6 +144,17 @@ func TestLoadDeterministic(t *testing.T) {
 	if len(f1) < 4 {
 		t.Fatalf("want at least 4 findings, got:\n%s", listString(f1))
 	}
+	// The Go-side checks run on what the user wrote even when the schema
+	// fails, so host bits are reported in the same run as the schema errors.
+	rules := map[string]bool{}
+	for _, f := range f1 {
+		rules[f.Rule] = true
+	}
+	for _, r := range []string{RuleSchema, RuleHostBits, RuleManifest} {
+		if !rules[r] {
+			t.Errorf("no %s finding in:\n%s", r, listString(f1))
+		}
+	}
 	if diff := cmp.Diff(f1, f2); diff != "" {
 		t.Errorf("findings differ between runs:\n%s", diff)
 	}
