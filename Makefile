@@ -33,8 +33,8 @@ demo: build
 # Load time of the 1,000-Windows-node intent against CUE's own export of
 # it, then the peak memory of `hnsplan vet` on it.
 bench: build
-	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./compiler/intent | tee $(BIN)/bench.txt
-	@dir=$$(mktemp -d) && $(GO) run ./compiler/intent/internal/synth/gen $$dir && \
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./compiler/intent ./compiler/check | tee $(BIN)/bench.txt
+	@dir=$$(mktemp -d) && $(GO) run ./compiler/internal/synth/gen $$dir && \
 	  if [ -x /usr/bin/time ]; then /usr/bin/time -f 'hnsplan vet (1,000 Windows nodes): %M KiB peak RSS, %e s' $(BIN)/hnsplan vet $$dir; \
 	  else $(BIN)/hnsplan vet $$dir; fi; rm -rf $$dir
 

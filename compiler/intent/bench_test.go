@@ -6,7 +6,7 @@ import (
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/load"
 
-	"github.com/hnsplan/hnsplan/compiler/intent/internal/synth"
+	"github.com/hnsplan/hnsplan/compiler/internal/synth"
 	"github.com/hnsplan/hnsplan/schema"
 )
 

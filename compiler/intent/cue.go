@@ -3,12 +3,14 @@ package intent
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"cuelang.org/go/cue"
 	"cuelang.org/go/cue/cuecontext"
@@ -35,9 +37,30 @@ const (
 type source struct {
 	user cue.Value
 	rel  func(string) string
+
+	mu    sync.Mutex
+	cache map[string]diag.Pos // by fmt.Sprint(path): rules ask for a node's position more than once
 }
 
 func (s *source) pos(path []any) diag.Pos {
+	key := fmt.Sprint(path...)
+	s.mu.Lock()
+	p, ok := s.cache[key]
+	s.mu.Unlock()
+	if ok {
+		return p
+	}
+	p = s.posOf(selectors(path))
+	s.mu.Lock()
+	if s.cache == nil {
+		s.cache = map[string]diag.Pos{}
+	}
+	s.cache[key] = p
+	s.mu.Unlock()
+	return p
+}
+
+func selectors(path []any) []cue.Selector {
 	sels := make([]cue.Selector, 0, len(path))
 	for _, p := range path {
 		switch k := p.(type) {
@@ -49,7 +72,7 @@ func (s *source) pos(path []any) diag.Pos {
 			panic(fmt.Sprintf("intent: bad path element %v", p))
 		}
 	}
-	return s.posOf(sels)
+	return sels
 }
 
 // posOf walks up from sels until it finds a value the user wrote: CUE
@@ -102,11 +125,11 @@ func loadCUE(ctx *cue.Context, dir string, rel func(string) string, errs *diag.L
 	insts := load.Instances([]string{"."}, &load.Config{Dir: abs})
 	inst := insts[0]
 	if inst.Err != nil {
-		addCUEErrors(inst.Err, RuleLoad, rel, source{rel: rel}, errs, abs)
+		addCUEErrors(inst.Err, RuleLoad, rel, &source{rel: rel}, errs, abs)
 		return cueResult{}
 	}
 	user := ctx.BuildInstance(inst)
-	src := source{user: user, rel: rel}
+	src := &source{user: user, rel: rel}
 	if err := user.Err(); err != nil {
 		addCUEErrors(err, RuleSchema, rel, src, errs, abs)
 		return cueResult{user: user}
@@ -127,7 +150,7 @@ func loadCUE(ctx *cue.Context, dir string, rel func(string) string, errs *diag.L
 	// The checks in Go (host bits, names) need no defaults: run them on
 	// what the user wrote, so they are reported in this run too.
 	if data, err := user.MarshalJSON(); err == nil {
-		decodeCluster(data, &src, errs, true)
+		decodeCluster(data, src, errs, true)
 	}
 	return cueResult{user: user, checked: checked}
 }
@@ -136,7 +159,7 @@ var packagesRE = regexp.MustCompile(`^found packages (.*) in "(.*)"$`)
 
 // addCUEErrors turns a CUE error into findings, each placed at the user's
 // file rather than the schema's.
-func addCUEErrors(err error, rule string, rel func(string) string, src source, errs *diag.List, dir string) {
+func addCUEErrors(err error, rule string, rel func(string) string, src *source, errs *diag.List, dir string) {
 	for _, e := range cueerrors.Errors(err) {
 		format, args := e.Msg()
 		msg := fmt.Sprintf(format, args...)
@@ -241,7 +264,7 @@ func pathSelectors(path []string) []cue.Selector {
 // at a time: an unknown field, a missing required field, or a leaf that
 // does not unify with its schema each add a finding. Unlike Validate, it
 // does not stop at a struct's first error.
-func validateDeep(s, u cue.Value, path []cue.Selector, src source, errs *diag.List) {
+func validateDeep(s, u cue.Value, path []cue.Selector, src *source, errs *diag.List) {
 	switch u.IncompleteKind() {
 	case cue.StructKind:
 		if s.IncompleteKind()&cue.StructKind == 0 {
@@ -322,46 +345,17 @@ func selPath(sels []cue.Selector) string {
 	return formatPath(parts)
 }
 
-// suggest names a known field close to name ("did you mean").
+// suggest names a known field close to name ("did you mean"), or lists
+// the known fields.
 func suggest(name string, fields map[string]cue.Value) string {
-	best, bestD := "", 3
-	for f := range fields {
-		if d := editDistance(strings.ToLower(name), strings.ToLower(f)); d < bestD || d == bestD && f < best && best != "" {
-			best, bestD = f, d
-		}
+	known := slices.Sorted(maps.Keys(fields))
+	if best := diag.Closest(strings.ToLower(name), known, 2); best != "" {
+		return fmt.Sprintf("; did you mean %q?", best)
 	}
-	if best == "" {
-		known := make([]string, 0, len(fields))
-		for f := range fields {
-			known = append(known, f)
-		}
-		slices.Sort(known)
-		if len(known) == 0 {
-			return ""
-		}
-		return "; known fields: " + strings.Join(known, ", ")
+	if len(known) == 0 {
+		return ""
 	}
-	return fmt.Sprintf("; did you mean %q?", best)
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return "; known fields: " + strings.Join(known, ", ")
 }
 
 // newContext returns a fresh CUE context: contexts only grow, so each load

@@ -23,6 +23,7 @@ type Intent struct {
 	Cluster   *Cluster  // nil if the CUE package did not load
 	Manifests Manifests // the Kubernetes manifests below Dir
 	Inventory Inventory // live state from --inventory files
+	Lock      *Lock     // hnsplan.lock.json beside the intent; nil if absent
 }
 
 // Networking is the data plane of the Windows nodes.
@@ -211,14 +212,34 @@ type Service struct {
 }
 
 // Inventory is live cluster state: never committed, given with --inventory.
+// Its objects' Sources carry positions but no node trees, to keep the
+// memory of a 50,000-pod inventory small.
 type Inventory struct {
-	Pods            []corev1.Pod
-	Namespaces      []corev1.Namespace
-	Services        []corev1.Service
-	Nodes           []corev1.Node
-	EndpointSlices  []discoveryv1.EndpointSlice
+	Pods            []Pod
+	Namespaces      []Namespace
+	Services        []Service
+	Nodes           []KubeNode
+	EndpointSlices  []EndpointSlice
 	BlockAffinities []BlockAffinity
 	Files           []string
+}
+
+// Pod is a v1 Pod from the inventory.
+type Pod struct {
+	corev1.Pod
+	Source Source
+}
+
+// KubeNode is a v1 Node from the inventory (Node is the intent's node).
+type KubeNode struct {
+	corev1.Node
+	Source Source
+}
+
+// EndpointSlice is a discovery.k8s.io/v1 EndpointSlice from the inventory.
+type EndpointSlice struct {
+	discoveryv1.EndpointSlice
+	Source Source
 }
 
 // BlockAffinity is a Calico BlockAffinity: a node's claim on an IPAM block.
@@ -228,4 +249,5 @@ type BlockAffinity struct {
 	CIDR    netip.Prefix
 	State   string // "confirmed", "pending", "pendingDeletion"
 	Deleted bool
+	Source  Source
 }

@@ -33,19 +33,35 @@ func LoadInventory(files []string, errs *diag.List) (Inventory, error) {
 }
 
 func (inv *Inventory) add(obj *yaml.Node, src Source, apiVersion, kind string, errs *diag.List) {
+	src.node = nil // positions only: see Inventory
 	d := &yamlDecoder{file: src.File, rule: RuleInventory, what: src.where(), errs: errs}
 	into := func(v any) { d.decode(obj, reflect.ValueOf(v).Elem(), "") }
 	switch apiVersion + " " + kind {
 	case "v1 Pod":
-		appendDecoded(d, obj, &inv.Pods)
+		var p Pod
+		into(&p.Pod)
+		p.Source = src
+		inv.Pods = append(inv.Pods, p)
 	case "v1 Namespace":
-		appendDecoded(d, obj, &inv.Namespaces)
+		var ns Namespace
+		into(&ns.Namespace)
+		ns.Source = src
+		inv.Namespaces = append(inv.Namespaces, ns)
 	case "v1 Service":
-		appendDecoded(d, obj, &inv.Services)
+		var s Service
+		into(&s.Service)
+		s.Source = src
+		inv.Services = append(inv.Services, s)
 	case "v1 Node":
-		appendDecoded(d, obj, &inv.Nodes)
+		var n KubeNode
+		into(&n.Node)
+		n.Source = src
+		inv.Nodes = append(inv.Nodes, n)
 	case "discovery.k8s.io/v1 EndpointSlice":
-		appendDecoded(d, obj, &inv.EndpointSlices)
+		var e EndpointSlice
+		into(&e.EndpointSlice)
+		e.Source = src
+		inv.EndpointSlices = append(inv.EndpointSlices, e)
 	case "crd.projectcalico.org/v1 BlockAffinity", "projectcalico.org/v3 BlockAffinity":
 		var w struct {
 			Metadata struct {
@@ -60,7 +76,7 @@ func (inv *Inventory) add(obj *yaml.Node, src Source, apiVersion, kind string, e
 			} `json:"spec"`
 		}
 		into(&w)
-		ba := BlockAffinity{Name: w.Metadata.Name, Node: w.Spec.Node, State: w.Spec.State,
+		ba := BlockAffinity{Name: w.Metadata.Name, Node: w.Spec.Node, State: w.Spec.State, Source: src,
 			Deleted: w.Spec.Deleted == true || w.Spec.Deleted == "true"}
 		p, err := parseCIDR(w.Spec.CIDR, false)
 		if err != nil {
@@ -73,11 +89,4 @@ func (inv *Inventory) add(obj *yaml.Node, src Source, apiVersion, kind string, e
 		errs.Add(diag.Finding{Rule: RuleInventory, Severity: diag.Warning, Pos: src.Pos,
 			Message: fmt.Sprintf("kind %s %s is ignored; the inventory reads Pods, Namespaces, Services, Nodes, EndpointSlices and Calico BlockAffinities%s", apiVersion, kind, src.where())})
 	}
-}
-
-// appendDecoded decodes obj as a T and appends it to list.
-func appendDecoded[T any](d *yamlDecoder, obj *yaml.Node, list *[]T) {
-	var v T
-	d.decode(obj, reflect.ValueOf(&v).Elem(), "")
-	*list = append(*list, v)
 }

@@ -41,12 +41,13 @@ func Load(dir string, opts Options) (*Intent, diag.List, error) {
 	if res.ok {
 		data, err := exportJSON(res.checked)
 		if err != nil {
-			addCUEErrors(err, RuleSchema, rel, source{user: res.user, rel: rel}, &errs, dir)
+			addCUEErrors(err, RuleSchema, rel, &source{user: res.user, rel: rel}, &errs, dir)
 		} else {
 			in.Cluster = decodeCluster(data, &source{user: res.user, rel: rel}, &errs, false)
 		}
 	}
 	loadManifests(dir, rel, &in.Manifests, &errs)
+	in.Lock = readLock(dir, rel, &errs)
 	if len(opts.Inventory) > 0 {
 		inv, err := LoadInventory(opts.Inventory, &errs)
 		if err != nil {
