@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,11 +10,14 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/hnsplan/hnsplan/compiler/check"
 	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/policies"
 	"github.com/hnsplan/hnsplan/schema"
 )
 
@@ -84,7 +88,7 @@ Exit codes: 0 success, 1 invalid input or failure, 2 changes found
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	root.PersistentFlags().StringVar(&g.color, "color", "auto", "colour the text output: auto, always or never")
-	root.AddCommand(newVetCmd(g), newSchemaCmd(), newVersionCmd())
+	root.AddCommand(newVetCmd(g), newRulesCmd(g), newSchemaCmd(), newVersionCmd())
 	return root
 }
 
@@ -140,7 +144,11 @@ each with the file:line:col of its cause. It exits 1 if any finding is an error.
 			} else if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
-			return report(cmd, g, args[0], in, findings)
+			cat, err := catalog()
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			return report(cmd, g, args[0], in, check.Vet(in, findings, cat))
 		},
 	}
 	cmd.Flags().StringArrayVar(&inventory, "inventory", nil, "live-state file (kubectl get ... -o yaml); repeatable")
@@ -186,6 +194,51 @@ func summary(dir string, in *intent.Intent, findings diag.List) string {
 		s += "; " + findings.Summary()
 	}
 	return s
+}
+
+// catalog loads the rule catalog embedded from policies/.
+func catalog() (check.Catalog, error) {
+	rules, err := intent.Catalog()
+	if err != nil {
+		return nil, err
+	}
+	return check.NewCatalog(rules), nil
+}
+
+func newRulesCmd(g *globalFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rules",
+		Short: "List the Windows constraint rules: id, default severity, family, summary",
+		Long: `rules lists the catalog of rules hnsplan checks, with their stable ids. Change a
+rule's severity in the intent with cluster.constraints: {"rule-id": "warning"} (or
+"error", "info", "off"). Rules of phase "load" report unreadable input and cannot be
+changed. -o json adds each rule's remedy and references.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := g.checkOutput(cmd, "text", "json"); err != nil {
+				return err
+			}
+			rules, err := intent.Catalog()
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			out := cmd.OutOrStdout()
+			if g.output == "json" {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false)
+				return enc.Encode(struct {
+					Rules []policies.Rule `json:"rules"`
+				}{rules})
+			}
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tSEVERITY\tFAMILY\tPHASE\tSUMMARY")
+			for _, r := range rules {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, r.Severity, r.Family, r.Phase, r.Summary)
+			}
+			return tw.Flush()
+		},
+	}
 }
 
 func plural(n int, noun string) string {

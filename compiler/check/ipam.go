@@ -1,0 +1,248 @@
+package check
+
+import (
+	"fmt"
+	"math/big"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/hnsplan/hnsplan/compiler/intent"
+)
+
+// WindowsReserved is how many addresses of every Windows block are
+// reserved: the network (.0), the gateway (.1), the host endpoint (.2) and
+// the last (broadcast) address (testvectors/calico/ipam-windows.json).
+const WindowsReserved = 4
+
+// maxWindowsBlockSize is the longest block prefix that leaves a usable
+// address after the reservations: 32 − bits.Len(4) = /29 (/125 for IPv6).
+func maxWindowsBlockSize(p netip.Prefix) int { return p.Addr().BitLen() - 3 }
+
+// UsableAddrs returns the pod addresses of one Windows block of the given
+// size: 2^(bits−blockSize) − 4, or 0. It saturates for huge IPv6 blocks.
+func UsableAddrs(bitLen, blockSize int) int64 {
+	host := bitLen - blockSize
+	if host >= 62 {
+		return 1 << 62
+	}
+	return max(int64(1)<<host-WindowsReserved, 0)
+}
+
+// kubeletDefaultMaxPods is the kubelet's --max-pods default.
+const kubeletDefaultMaxPods = 110
+
+// usesPodCIDR reports whether Windows nodes take their pod range from a
+// per-node podCIDR rather than from Calico IPAM (reference 000, 004).
+func (x *checker) usesPodCIDR() bool {
+	switch x.c.Networking {
+	case intent.FlannelHostGW, intent.FlannelVXLAN, intent.StaticRoutes:
+		return true
+	case intent.CalicoBGP:
+		return x.c.IPAM.Type == "host-local" || x.c.Datastore == "kubernetes"
+	}
+	return x.c.IPAM.Type == "host-local"
+}
+
+func (x *checker) calicoIPAM() bool { return x.c.IPAM.Type == "calico" && !x.usesPodCIDR() }
+
+func ipam(x *checker) {
+	x.poolOverlap()
+	if !x.hasWindows() {
+		return
+	}
+	if x.c.IPAM.Type == "calico" && !x.c.IPAM.StrictAffinity {
+		x.report("strict-affinity-required", "", []any{"ipam", "strictAffinity"},
+			"Calico IPAM with Windows nodes needs strictAffinity true: Windows nodes can neither borrow addresses from nor lend them to other nodes' blocks")
+	}
+	for _, p := range x.winPools {
+		if lim := maxWindowsBlockSize(p.CIDR); p.BlockSize > lim {
+			x.report("block-size-windows", "", []any{"pools", p.Name, "blockSize"},
+				"pool %q: blockSize %d leaves no usable address on Windows nodes (%s): 4 addresses of every block are reserved; use a blockSize of at most %d",
+				p.Name, p.BlockSize, names(p.windows), lim)
+		}
+	}
+	if !x.c.Windows.UseSingleNetwork {
+		x.report("multi-block-kube-proxy", "", []any{"windows", "useSingleNetwork"},
+			"useSingleNetwork false lets a Windows node hold several blocks, which kube-proxy does not support (one block per host)")
+	}
+	switch x.c.Networking {
+	case intent.FlannelHostGW, intent.FlannelVXLAN, intent.StaticRoutes, intent.CloudProvider:
+		if x.c.Datastore == "etcd" {
+			x.report("datastore-support", "", []any{"datastore"},
+				"%s networking needs the kubernetes datastore (Calico runs policy-only and reads podCIDRs from the Kubernetes API), not etcd", x.c.Networking)
+		}
+	}
+	if x.usesPodCIDR() {
+		for _, n := range x.windows {
+			if !n.PodCIDR.IsValid() {
+				x.report("host-local-podcidr", n.Name, []any{"nodes", n.Name},
+					"node %s has no podCIDR, which %s needs (host-local IPAM takes the node's pod range from it); set nodes.%s.podCIDR", n.Name, x.podCIDRReason(), n.Name)
+			}
+		}
+		return
+	}
+	if !x.calicoIPAM() {
+		return
+	}
+	for _, n := range x.windows {
+		pools := x.poolsOf[n.Name]
+		if len(pools) == 0 {
+			x.report("no-ip-borrowing", n.Name, []any{"nodes", n.Name},
+				"no enabled pool selects Windows node %s (labels %s), and Windows nodes never borrow addresses: its pods get none", n.Name, labelString(x.labels[n.Name]))
+			continue
+		}
+		// The smallest block among the node's pools bounds its pods.
+		small := slices.MaxFunc(pools, func(a, b *poolInfo) int { return a.BlockSize - b.BlockSize })
+		usable := UsableAddrs(small.CIDR.Addr().BitLen(), small.BlockSize)
+		if x.c.Windows.UseSingleNetwork {
+			maxPods, at, how := n.MaxPods, []any{"nodes", n.Name, "maxPods"}, ""
+			if maxPods == 0 {
+				maxPods, at, how = kubeletDefaultMaxPods, []any{"nodes", n.Name}, " (unset: the kubelet default)"
+			}
+			if int64(maxPods) > usable {
+				x.report("single-block-capacity", n.Name, at,
+					"node %s: maxPods %d%s exceeds the %d usable addresses of its one /%d block from pool %q (2^%d − 4 reserved); set maxPods to at most %d or use a larger block",
+					n.Name, maxPods, how, usable, small.BlockSize, small.Name, small.CIDR.Addr().BitLen()-small.BlockSize, usable)
+			}
+		}
+		x.report("block-capacity-hint", n.Name, []any{"nodes", n.Name},
+			"node %s: %d usable pod addresses of %d in its /%d block from pool %q (4 reserved on Windows)",
+			n.Name, usable, usable+WindowsReserved, small.BlockSize, small.Name)
+	}
+	x.blockSupply()
+	x.lockChecks()
+}
+
+func (x *checker) podCIDRReason() string {
+	switch {
+	case x.c.IPAM.Type == "host-local":
+		return "host-local IPAM"
+	case x.c.Networking == intent.CalicoBGP:
+		return "calico-bgp on the kubernetes datastore"
+	}
+	return string(x.c.Networking) + " networking"
+}
+
+// blockSupply checks that the Windows pools hold a block for every node
+// that takes one from them: each Windows node needs its own block, and each
+// Linux node in the same pools claims at least one.
+func (x *checker) blockSupply() {
+	if len(x.winPools) == 0 {
+		return
+	}
+	supply := new(big.Int)
+	var poolNames []string
+	demand := map[string]bool{}
+	for _, p := range x.winPools {
+		supply.Add(supply, new(big.Int).Lsh(big.NewInt(1), uint(max(p.BlockSize-p.CIDR.Bits(), 0))))
+		poolNames = append(poolNames, p.Name)
+		for _, n := range p.windows {
+			demand[n.Name] = true
+		}
+		for _, n := range p.linux {
+			demand[n.Name] = true
+		}
+	}
+	if supply.Cmp(big.NewInt(int64(len(demand)))) < 0 {
+		p := x.winPools[0]
+		x.report("no-ip-borrowing", "", []any{"pools", p.Name, "cidr"},
+			"the Windows pools (%s) hold %s blocks, but %d nodes take blocks from them and Windows nodes never borrow: some Windows node will get no addresses; enlarge the pools or use smaller blocks",
+			strings.Join(poolNames, ", "), supply, len(demand))
+	}
+}
+
+// poolOverlap reports pools that overlap each other, a service CIDR, or a
+// node subnet. Node subnets are deduplicated first, so the work grows with
+// the number of distinct networks, not of nodes.
+func (x *checker) poolOverlap() {
+	type span struct {
+		p    netip.Prefix
+		what string
+		at   []any
+	}
+	var others []span
+	for i, s := range x.c.ServiceCIDRs {
+		others = append(others, span{s, "service CIDR " + s.String(), []any{"serviceCIDRs", i}})
+	}
+	seen := map[netip.Prefix]bool{}
+	for _, n := range x.c.Nodes {
+		if n.Subnet.IsValid() && !seen[n.Subnet] {
+			seen[n.Subnet] = true
+			others = append(others, span{n.Subnet, fmt.Sprintf("node %s's subnet %s", n.Name, n.Subnet), []any{"nodes", n.Name, "address"}})
+		}
+	}
+	pools := x.c.Pools
+	for i := range pools {
+		a := pools[i]
+		if !a.CIDR.IsValid() {
+			continue
+		}
+		for j := i + 1; j < len(pools); j++ {
+			if b := pools[j]; b.CIDR.IsValid() && a.CIDR.Overlaps(b.CIDR) {
+				x.report("pool-overlap", "", []any{"pools", b.Name, "cidr"}, "pool %q (%s) overlaps pool %q (%s)", b.Name, b.CIDR, a.Name, a.CIDR)
+			}
+		}
+		for _, o := range others {
+			if a.CIDR.Overlaps(o.p) {
+				x.report("pool-overlap", "", []any{"pools", a.Name, "cidr"}, "pool %q (%s) overlaps %s", a.Name, a.CIDR, o.what)
+			}
+		}
+	}
+}
+
+// lockChecks compares the IPAM lock with the Windows nodes: each needs a
+// block that is pinned in the intent, claimed in the inventory, or locked.
+func (x *checker) lockChecks() {
+	claimed := map[string]bool{}
+	for _, ba := range x.in.Inventory.BlockAffinities {
+		if !ba.Deleted {
+			claimed[ba.Node] = true
+		}
+	}
+	lock := x.in.Lock
+	var unlocked []*intent.Node
+	for _, n := range x.windows {
+		if len(n.Blocks) > 0 || claimed[n.Name] {
+			continue
+		}
+		if lock == nil {
+			unlocked = append(unlocked, n)
+		} else if len(lock.Blocks[n.Name]) == 0 {
+			x.reportAt("ipam-lock-stale", n.Name, lock.Pos, "blocks", "%s has no block for Windows node %s; run `hnsplan compile --update-lock` (existing entries are kept)", intent.LockFile, n.Name)
+		}
+	}
+	if lock != nil {
+		for _, node := range sortedKeys(lock.Blocks) {
+			for _, b := range lock.Blocks[node] {
+				if !slices.ContainsFunc(x.c.Pools, func(p intent.Pool) bool {
+					return !p.Disabled && p.CIDR.IsValid() && p.CIDR.Contains(b.Addr()) && p.BlockSize == b.Bits()
+				}) {
+					x.reportAt("ipam-lock-stale", node, lock.PosOf(node), "blocks."+node, "%s gives node %s the block %s, which is not a block of any enabled pool; run `hnsplan compile --update-lock`", intent.LockFile, node, b)
+				}
+			}
+		}
+	}
+	if len(unlocked) > 0 {
+		x.report("ipam-unlocked", "", []any{"pools"},
+			"the compiler allocates the blocks of %s (%s) and no %s pins them: they may move as nodes come and go; run `hnsplan compile --update-lock` and commit the lock",
+			count(len(unlocked), "Windows node"), names(unlocked), intent.LockFile)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func labelString(l map[string]string) string {
+	var parts []string
+	for _, k := range sortedKeys(l) {
+		parts = append(parts, k+"="+l[k])
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}

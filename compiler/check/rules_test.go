@@ -1,0 +1,215 @@
+package check_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rogpeppe/go-internal/txtar"
+
+	"github.com/hnsplan/hnsplan/compiler/check"
+	"github.com/hnsplan/hnsplan/compiler/diag"
+	"github.com/hnsplan/hnsplan/compiler/intent"
+)
+
+func catalog(t *testing.T) check.Catalog {
+	t.Helper()
+	rules, err := intent.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return check.NewCatalog(rules)
+}
+
+// vet loads dir (with dir+".inventory.yaml" as inventory if it exists)
+// and returns every finding, file names relative to root.
+func vet(t *testing.T, root, dir string, cat check.Catalog) diag.List {
+	t.Helper()
+	var opts intent.Options
+	if inv := dir + ".inventory.yaml"; fileExists(inv) {
+		opts.Inventory = []string{inv}
+	}
+	in, loaded, err := intent.Load(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := check.Vet(in, loaded, cat)
+	for i := range all {
+		if rel, err := filepath.Rel(root, all[i].Pos.File); err == nil && !strings.HasPrefix(rel, "..") {
+			all[i].Pos.File = rel
+		}
+		all[i].Message = strings.ReplaceAll(all[i].Message, root+string(filepath.Separator), "")
+	}
+	return all
+}
+
+func fileExists(name string) bool {
+	_, err := os.Stat(name)
+	return err == nil
+}
+
+func only(l diag.List, rule string) diag.List {
+	var out diag.List
+	for _, f := range l {
+		if f.Rule == rule {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func text(l diag.List) string {
+	var b strings.Builder
+	_ = l.WriteText(&b, false)
+	return b.String()
+}
+
+// TestRules runs testdata/rules/<rule-id>.txtar: the intent in fire/ must
+// produce exactly the findings of rule-id in the golden file "want" (rule,
+// severity, position, message), and the near miss in near/ none of them.
+// Neither may have findings from the loader's rules (a case that does not
+// load tests nothing). HNSPLAN_UPDATE=1 rewrites "want".
+func TestRules(t *testing.T) {
+	cat := catalog(t)
+	files, _ := filepath.Glob("testdata/rules/*.txtar")
+	if len(files) == 0 {
+		t.Fatal("no rule cases")
+	}
+	for _, file := range files {
+		id := strings.TrimSuffix(filepath.Base(file), ".txtar")
+		t.Run(id, func(t *testing.T) {
+			if _, ok := cat[id]; !ok {
+				t.Fatalf("%s: no rule %q in the catalog", file, id)
+			}
+			ar, err := txtar.ParseFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			root := t.TempDir()
+			var want *txtar.File
+			for i, f := range ar.Files {
+				if f.Name == "want" {
+					want = &ar.Files[i]
+					continue
+				}
+				p := filepath.Join(root, f.Name)
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if want == nil {
+				t.Fatalf("%s has no want file", file)
+			}
+			for _, variant := range []string{"fire", "near"} {
+				all := vet(t, root, filepath.Join(root, variant), cat)
+				for _, f := range all {
+					if r := cat[f.Rule]; r.Phase == "load" && f.Rule != id {
+						t.Errorf("%s: loader finding: %s", variant, f)
+					}
+				}
+				got := only(all, id)
+				switch variant {
+				case "fire":
+					if len(got) == 0 {
+						t.Errorf("fire: rule %s did not fire; all findings:\n%s", id, text(all))
+					}
+					for _, f := range got {
+						if !f.Pos.IsValid() || f.Pos.Line == 0 {
+							t.Errorf("fire: finding without a position: %s", f)
+						}
+					}
+					if os.Getenv("HNSPLAN_UPDATE") != "" {
+						want.Data = []byte(text(got))
+						if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
+							t.Fatal(err)
+						}
+					} else if diff := cmp.Diff(string(want.Data), text(got)); diff != "" {
+						t.Errorf("fire: findings of %s (-want +got):\n%s", id, diff)
+					}
+				case "near":
+					if len(got) != 0 {
+						t.Errorf("near miss fired:\n%s", text(got))
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestEveryRuleHasACase fails for a vet-time rule of the catalog without a
+// case in testdata/rules (the loader's and the policy compiler's rules are
+// tested where they are reported).
+func TestEveryRuleHasACase(t *testing.T) {
+	for id, r := range catalog(t) {
+		if r.Phase != "vet" && id != "cidr-host-bits" {
+			continue
+		}
+		if !fileExists(filepath.Join("testdata/rules", id+".txtar")) {
+			t.Errorf("rule %s (%s) has no case testdata/rules/%s.txtar", id, r.Family, id)
+		}
+	}
+}
+
+// TestCatalogMatchesConstraints checks the catalog against the contract in
+// ../shared/CONSTRAINTS.md: the same ids with the same default severities,
+// in the same families.
+func TestCatalogMatchesConstraints(t *testing.T) {
+	data, err := os.ReadFile("../../../shared/CONSTRAINTS.md")
+	if err != nil {
+		t.Fatalf("CONSTRAINTS.md: %v", err)
+	}
+	families := map[string]string{
+		"Encapsulation and VXLAN": "encapsulation", "IPAM": "ipam", "BGP and routing": "bgp", "NAT": "nat",
+		"Platform and versions": "platform", "Services and pods (manifests and inventory)": "services",
+		"Network policy (reported per policy rule, with the rule's file:line)": "netpol",
+	}
+	type entry struct{ severity, family string }
+	want := map[string]entry{}
+	family := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			family = families[h]
+			continue
+		}
+		if family == "" || !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(line, "|")
+		id := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		want[id] = entry{strings.TrimSpace(cells[2]), family}
+	}
+	if len(want) < 50 {
+		t.Fatalf("read only %d rules from CONSTRAINTS.md", len(want))
+	}
+	cat := catalog(t)
+	for id, w := range want {
+		r, ok := cat[id]
+		if !ok {
+			t.Errorf("CONSTRAINTS.md rule %s is not in the catalog", id)
+			continue
+		}
+		if r.Severity != w.severity || r.Family != w.family {
+			t.Errorf("rule %s: catalog has %s/%s, CONSTRAINTS.md %s/%s", id, r.Severity, r.Family, w.severity, w.family)
+		}
+	}
+	for id, r := range cat {
+		if _, ok := want[id]; !ok && r.Phase != "load" {
+			t.Errorf("catalog rule %s is not in CONSTRAINTS.md", id)
+		}
+	}
+	if ids := slices.Collect(func(yield func(string) bool) {
+		for id := range cat {
+			if !yield(id) {
+				return
+			}
+		}
+	}); len(ids) == 0 {
+		t.Fatal("empty catalog")
+	}
+}
