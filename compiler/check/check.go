@@ -198,32 +198,7 @@ func (x *checker) reportAt(id, node string, pos diag.Pos, dataPath, format strin
 }
 
 // path formats a path below `cluster` as the loader does.
-func path(at ...any) string {
-	var b strings.Builder
-	b.WriteString("cluster")
-	for _, p := range at {
-		switch k := p.(type) {
-		case int:
-			fmt.Fprintf(&b, "[%d]", k)
-		case string:
-			if isIdent(k) {
-				b.WriteString("." + k)
-			} else {
-				fmt.Fprintf(&b, ".%q", k)
-			}
-		}
-	}
-	return b.String()
-}
-
-func isIdent(s string) bool {
-	for i, r := range s {
-		if !(r == '_' || r == '$' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
-			return false
-		}
-	}
-	return s != ""
-}
+func path(at ...any) string { return intent.Path(at...) }
 
 // Override applies cluster.constraints to findings: a rule set to "off"
 // is dropped, any other value replaces the severity. An id the catalog does
@@ -271,13 +246,19 @@ func suggest(id string, cat Catalog) string {
 
 // names lists node names, shortened past five.
 func names(nodes []*intent.Node) string {
+	return shortList(nodes, 5, func(n *intent.Node) string { return n.Name })
+}
+
+// shortList joins the names of items, the first max of them and a count
+// of the rest.
+func shortList[T any](items []T, max int, name func(T) string) string {
 	var s []string
-	for i, n := range nodes {
-		if i == 5 {
-			s = append(s, fmt.Sprintf("and %d more", len(nodes)-5))
+	for i, it := range items {
+		if i == max {
+			s = append(s, fmt.Sprintf("and %d more", len(items)-max))
 			break
 		}
-		s = append(s, n.Name)
+		s = append(s, name(it))
 	}
 	return strings.Join(s, ", ")
 }

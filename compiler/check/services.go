@@ -165,15 +165,7 @@ func olderBackends(pods []*intent.Pod, winNodes map[string]string, min Build) st
 }
 
 func podNames(pods []*intent.Pod) string {
-	var s []string
-	for i, p := range pods {
-		if i == 3 {
-			s = append(s, fmt.Sprintf("and %d more", len(pods)-3))
-			break
-		}
-		s = append(s, p.Name)
-	}
-	return strings.Join(s, ", ")
+	return shortList(pods, 3, func(p *intent.Pod) string { return p.Name })
 }
 
 func ptrString[T ~string](p *T) string {

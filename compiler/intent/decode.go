@@ -201,7 +201,10 @@ func decodeCluster(data []byte, src *source, errs *diag.List, partial bool) *Clu
 	return c
 }
 
-// cuePath formats a path below `cluster` as CUE writes it.
+// Path formats a path below `cluster` (field names and list indexes) the
+// way findings spell it: cluster.pools.default.cidr, cluster.nodes."win-1".
+func Path(path ...any) string { return cuePath(path) }
+
 func cuePath(path []any) string {
 	var b strings.Builder
 	b.WriteString("cluster")
