@@ -13,7 +13,7 @@ func bgp(x *checker) {
 	if !x.hasWindows() {
 		return
 	}
-	for _, n := range x.windows {
+	for _, n := range x.Windows {
 		if n.RouteReflector {
 			x.report("windows-route-reflector", n.Name, []any{"nodes", n.Name, "routeReflector"},
 				"Windows node %s cannot be a BGP route reflector; make a Linux node the route reflector", n.Name)
@@ -27,7 +27,7 @@ func bgp(x *checker) {
 		if b := x.c.BGP; b == nil || b.NodeToNodeMesh && len(b.Peers) == 0 {
 			x.l2Reachability()
 		}
-		for _, n := range x.windows {
+		for _, n := range x.Windows {
 			if n.RemoteAccessInstalled == nil || !*n.RemoteAccessInstalled {
 				x.report("bgp-remote-access", n.Name, []any{"nodes", n.Name},
 					"Windows node %s on calico-bgp needs the RemoteAccess service (the Windows BGP router); install it and set remoteAccessInstalled: true", n.Name)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
-	"github.com/hnsplan/hnsplan/compiler/selector"
+	"github.com/hnsplan/hnsplan/compiler/topology"
 	"github.com/hnsplan/hnsplan/policies"
 )
 
@@ -37,36 +37,25 @@ func NewCatalog(rules []policies.Rule) Catalog {
 	return c
 }
 
-// checker holds what every rule needs: the intent, the catalog and facts
-// derived once (which nodes are Windows, which pools serve them).
+// checker holds what every rule needs: the intent, the catalog and the
+// topology derived once (which nodes are Windows, which pools serve them).
 type checker struct {
 	in       *intent.Intent
 	c        *intent.Cluster
 	cat      Catalog
 	findings diag.List
 
-	windows, linux []*intent.Node
-	nodeByName     map[string]*intent.Node
-	labels         map[string]map[string]string // effective node labels
-	pools          []poolInfo                   // enabled pools with a valid selector
-	winPools       []*poolInfo                  // pools matching at least one Windows node
-	poolsOf        map[string][]*poolInfo       // enabled pools matching a node
-}
-
-type poolInfo struct {
-	*intent.Pool
-	sel      selector.Selector
-	windows  []*intent.Node // matched Windows nodes
-	linux    []*intent.Node // matched Linux nodes
-	isWindow bool
+	*topology.Topology
 }
 
 // Run evaluates every vet-phase rule and returns the findings, unsorted.
 // It needs a cluster that loaded without error.
 func Run(in *intent.Intent, cat Catalog) diag.List {
-	x := &checker{in: in, c: in.Cluster, cat: cat, nodeByName: map[string]*intent.Node{},
-		labels: map[string]map[string]string{}, poolsOf: map[string][]*poolInfo{}}
-	x.derive()
+	x := &checker{in: in, c: in.Cluster, cat: cat, Topology: topology.New(in.Cluster)}
+	for _, e := range x.BadSelectors {
+		x.findings.Add(diag.Finding{Rule: "schema", Severity: diag.Error, Path: path("pools", e.Pool, "nodeSelector"),
+			Pos: x.c.Pos("pools", e.Pool, "nodeSelector"), Message: fmt.Sprintf("nodeSelector is not a Calico selector: %v", e.Err)})
+	}
 	for _, family := range families {
 		family(x)
 	}
@@ -76,105 +65,9 @@ func Run(in *intent.Intent, cat Catalog) diag.List {
 // families are the rule families in catalog order.
 var families = []func(*checker){encapsulation, ipam, bgp, nat, platform, services}
 
-// derive computes the facts shared by the rules.
-func (x *checker) derive() {
-	for i := range x.c.Nodes {
-		n := &x.c.Nodes[i]
-		x.nodeByName[n.Name] = n
-		if n.IsWindows() {
-			x.windows = append(x.windows, n)
-		} else {
-			x.linux = append(x.linux, n)
-		}
-		x.labels[n.Name] = NodeLabels(n)
-	}
-	for i := range x.c.Pools {
-		p := &x.c.Pools[i]
-		sel, err := selector.Parse(p.NodeSelector)
-		if err != nil {
-			x.findings.Add(diag.Finding{Rule: "schema", Severity: diag.Error, Path: path("pools", p.Name, "nodeSelector"),
-				Pos: x.c.Pos("pools", p.Name, "nodeSelector"), Message: fmt.Sprintf("nodeSelector is not a Calico selector: %v", err)})
-			continue
-		}
-		if p.Disabled {
-			continue
-		}
-		x.pools = append(x.pools, poolInfo{Pool: p, sel: sel})
-	}
-	// A selector's verdict depends only on the labels it names: group the
-	// nodes by their values of those labels and evaluate each pool once per
-	// group, not once per node.
-	keySet := map[string]bool{}
-	for _, p := range x.pools {
-		for _, k := range p.sel.LabelKeys() {
-			keySet[k] = true
-		}
-	}
-	keys := sortedKeys(keySet)
-	groups := map[string][]*intent.Node{}
-	var order []string
-	var sig strings.Builder
-	for i := range x.c.Nodes {
-		n := &x.c.Nodes[i]
-		sig.Reset()
-		l := x.labels[n.Name]
-		for _, k := range keys {
-			if v, ok := l[k]; ok {
-				fmt.Fprintf(&sig, "%d:%s=%s;", len(k), k, v)
-			} else {
-				fmt.Fprintf(&sig, "%d:%s!;", len(k), k)
-			}
-		}
-		g := sig.String()
-		if _, ok := groups[g]; !ok {
-			order = append(order, g)
-		}
-		groups[g] = append(groups[g], n)
-	}
-	for i := range x.pools {
-		p := &x.pools[i]
-		for _, g := range order {
-			members := groups[g]
-			if !p.sel.Evaluate(x.labels[members[0].Name]) {
-				continue
-			}
-			for _, n := range members {
-				x.poolsOf[n.Name] = append(x.poolsOf[n.Name], p)
-				if n.IsWindows() {
-					p.windows = append(p.windows, n)
-				} else {
-					p.linux = append(p.linux, n)
-				}
-			}
-		}
-		if len(p.windows) > 0 {
-			p.isWindow = true
-			x.winPools = append(x.winPools, p)
-		}
-	}
-	// Nodes in name order within each pool, as in the intent.
-	for i := range x.pools {
-		slices.SortFunc(x.pools[i].windows, byName)
-		slices.SortFunc(x.pools[i].linux, byName)
-	}
-}
-
-func byName(a, b *intent.Node) int { return strings.Compare(a.Name, b.Name) }
-
-// NodeLabels returns the labels a node carries in Kubernetes: its own plus
-// those the kubelet sets (kubernetes.io/os, kubernetes.io/hostname), which
-// pool node selectors commonly use.
-func NodeLabels(n *intent.Node) map[string]string {
-	l := make(map[string]string, len(n.Labels)+2)
-	l["kubernetes.io/os"] = n.OS
-	l["kubernetes.io/hostname"] = n.Name
-	maps.Copy(l, n.Labels)
-	return l
-}
-
 // hasWindows reports whether the cluster has Windows nodes: most rules
 // are about them only.
-func (x *checker) hasWindows() bool { return len(x.windows) > 0 }
+func (x *checker) hasWindows() bool { return len(x.Windows) > 0 }
 
 // report adds a finding of rule id about node (may be ""), at the CUE path
 // below `cluster`.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/compiler/topology"
 )
 
 // vxlanInUse reports whether Windows nodes network with VXLAN.
@@ -14,7 +15,7 @@ func (x *checker) vxlanInUse() bool {
 	case intent.CalicoVXLAN, intent.FlannelVXLAN:
 		return true
 	}
-	return slices.ContainsFunc(x.winPools, func(p *poolInfo) bool { return p.Encapsulation == "VXLAN" })
+	return slices.ContainsFunc(x.WindowsPools, func(p *topology.Pool) bool { return p.Encapsulation == "VXLAN" })
 }
 
 // vxlanParams returns the VNI and port in force and where they are set.
@@ -29,18 +30,18 @@ func encapsulation(x *checker) {
 	if !x.hasWindows() {
 		return
 	}
-	for _, p := range x.winPools {
+	for _, p := range x.WindowsPools {
 		switch {
 		case p.Encapsulation == "IPIP":
 			x.report("ipip-on-windows", "", []any{"pools", p.Name, "encapsulation"},
-				"pool %q serves Windows nodes (%s) with IPIP encapsulation, which Windows does not support; use VXLAN or None", p.Name, names(p.windows))
+				"pool %q serves Windows nodes (%s) with IPIP encapsulation, which Windows does not support; use VXLAN or None", p.Name, names(p.Windows))
 		case p.IPIPMode != "" && p.IPIPMode != "Never":
 			x.report("ipip-on-windows", "", []any{"pools", p.Name, "ipipMode"},
-				"pool %q serves Windows nodes (%s) with ipipMode %s; Windows has no IPIP, set ipipMode \"Never\"", p.Name, names(p.windows), p.IPIPMode)
+				"pool %q serves Windows nodes (%s) with ipipMode %s; Windows has no IPIP, set ipipMode \"Never\"", p.Name, names(p.Windows), p.IPIPMode)
 		}
 		if p.VXLANMode == "CrossSubnet" {
 			x.report("vxlan-cross-subnet", "", []any{"pools", p.Name, "vxlanMode"},
-				"pool %q serves Windows nodes (%s) with vxlanMode CrossSubnet, which Windows does not support; use \"Always\"", p.Name, names(p.windows))
+				"pool %q serves Windows nodes (%s) with vxlanMode CrossSubnet, which Windows does not support; use \"Always\"", p.Name, names(p.Windows))
 		}
 	}
 	if e := x.c.Felix.IPIPEnabled; e != nil && *e {
@@ -61,7 +62,7 @@ func encapsulation(x *checker) {
 			x.report("vxlan-vni-16bit", "", []any{"vxlan", "vni"},
 				"VNI %d does not fit the 16-bit IsolationId hcsshim sends for remote subnet routes; use a VNI from 4096 to 65535", vni)
 		}
-		for _, n := range x.windows {
+		for _, n := range x.Windows {
 			if n.WindowsBuild == "" {
 				continue // windows-build-unsupported reports it
 			}
@@ -88,10 +89,10 @@ func encapsulation(x *checker) {
 
 	// Windows pools of more than one encapsulation: reported at the first
 	// pool whose type differs from the first pool's.
-	if len(x.winPools) > 1 {
+	if len(x.WindowsPools) > 1 {
 		byType := map[string][]string{}
 		var order []string
-		for _, p := range x.winPools {
+		for _, p := range x.WindowsPools {
 			if _, ok := byType[p.Encapsulation]; !ok {
 				order = append(order, p.Encapsulation)
 			}
@@ -108,17 +109,17 @@ func encapsulation(x *checker) {
 		}
 	}
 
-	for _, p := range x.winPools {
+	for _, p := range x.WindowsPools {
 		if p.CIDR.Addr().Is6() && (p.Encapsulation == "VXLAN" || x.c.Networking == intent.CalicoVXLAN || x.c.Networking == intent.FlannelVXLAN) {
 			x.report("ipv6-overlay", "", []any{"pools", p.Name, "cidr"},
-				"IPv6 pool %s serves Windows nodes (%s) on a VXLAN overlay; Windows overlay networks are IPv4 only", p.CIDR, names(p.windows))
+				"IPv6 pool %s serves Windows nodes (%s) on a VXLAN overlay; Windows overlay networks are IPv4 only", p.CIDR, names(p.Windows))
 		}
 	}
 	allV6 := len(x.c.ServiceCIDRs) > 0
 	for _, s := range x.c.ServiceCIDRs {
 		allV6 = allV6 && s.Addr().Is6()
 	}
-	for _, p := range x.pools {
+	for _, p := range x.Pools {
 		allV6 = allV6 && p.CIDR.Addr().Is6()
 	}
 	if allV6 {

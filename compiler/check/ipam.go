@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/compiler/topology"
 )
 
 // WindowsReserved is how many addresses of every Windows block are
@@ -55,11 +56,11 @@ func ipam(x *checker) {
 		x.report("strict-affinity-required", "", []any{"ipam", "strictAffinity"},
 			"Calico IPAM with Windows nodes needs strictAffinity true: Windows nodes can neither borrow addresses from nor lend them to other nodes' blocks")
 	}
-	for _, p := range x.winPools {
+	for _, p := range x.WindowsPools {
 		if lim := maxWindowsBlockSize(p.CIDR); p.BlockSize > lim {
 			x.report("block-size-windows", "", []any{"pools", p.Name, "blockSize"},
 				"pool %q: blockSize %d leaves no usable address on Windows nodes (%s): 4 addresses of every block are reserved; use a blockSize of at most %d",
-				p.Name, p.BlockSize, names(p.windows), lim)
+				p.Name, p.BlockSize, names(p.Windows), lim)
 		}
 	}
 	if !x.c.Windows.UseSingleNetwork {
@@ -74,7 +75,7 @@ func ipam(x *checker) {
 		}
 	}
 	if x.usesPodCIDR() {
-		for _, n := range x.windows {
+		for _, n := range x.Windows {
 			if !n.PodCIDR.IsValid() {
 				x.report("host-local-podcidr", n.Name, []any{"nodes", n.Name},
 					"node %s has no podCIDR, which %s needs (host-local IPAM takes the node's pod range from it); set nodes.%s.podCIDR", n.Name, x.podCIDRReason(), n.Name)
@@ -85,15 +86,15 @@ func ipam(x *checker) {
 	if !x.calicoIPAM() {
 		return
 	}
-	for _, n := range x.windows {
-		pools := x.poolsOf[n.Name]
+	for _, n := range x.Windows {
+		pools := x.PoolsOf[n.Name]
 		if len(pools) == 0 {
 			x.report("no-ip-borrowing", n.Name, []any{"nodes", n.Name},
-				"no enabled pool selects Windows node %s (labels %s), and Windows nodes never borrow addresses: its pods get none", n.Name, labelString(x.labels[n.Name]))
+				"no enabled pool selects Windows node %s (labels %s), and Windows nodes never borrow addresses: its pods get none", n.Name, labelString(x.Labels[n.Name]))
 			continue
 		}
 		// The smallest block among the node's pools bounds its pods.
-		small := slices.MaxFunc(pools, func(a, b *poolInfo) int { return a.BlockSize - b.BlockSize })
+		small := slices.MaxFunc(pools, func(a, b *topology.Pool) int { return a.BlockSize - b.BlockSize })
 		usable := UsableAddrs(small.CIDR.Addr().BitLen(), small.BlockSize)
 		if x.c.Windows.UseSingleNetwork {
 			maxPods, at, how := n.MaxPods, []any{"nodes", n.Name, "maxPods"}, ""
@@ -128,24 +129,24 @@ func (x *checker) podCIDRReason() string {
 // that takes one from them: each Windows node needs its own block, and each
 // Linux node in the same pools claims at least one.
 func (x *checker) blockSupply() {
-	if len(x.winPools) == 0 {
+	if len(x.WindowsPools) == 0 {
 		return
 	}
 	supply := new(big.Int)
 	var poolNames []string
 	demand := map[string]bool{}
-	for _, p := range x.winPools {
+	for _, p := range x.WindowsPools {
 		supply.Add(supply, new(big.Int).Lsh(big.NewInt(1), uint(max(p.BlockSize-p.CIDR.Bits(), 0))))
 		poolNames = append(poolNames, p.Name)
-		for _, n := range p.windows {
+		for _, n := range p.Windows {
 			demand[n.Name] = true
 		}
-		for _, n := range p.linux {
+		for _, n := range p.Linux {
 			demand[n.Name] = true
 		}
 	}
 	if supply.Cmp(big.NewInt(int64(len(demand)))) < 0 {
-		p := x.winPools[0]
+		p := x.WindowsPools[0]
 		x.report("no-ip-borrowing", "", []any{"pools", p.Name, "cidr"},
 			"the Windows pools (%s) hold %s blocks, but %d nodes take blocks from them and Windows nodes never borrow: some Windows node will get no addresses; enlarge the pools or use smaller blocks",
 			strings.Join(poolNames, ", "), supply, len(demand))
@@ -202,7 +203,7 @@ func (x *checker) lockChecks() {
 	}
 	lock := x.in.Lock
 	var unlocked []*intent.Node
-	for _, n := range x.windows {
+	for _, n := range x.Windows {
 		if len(n.Blocks) > 0 || claimed[n.Name] {
 			continue
 		}

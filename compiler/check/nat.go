@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/compiler/topology"
 )
 
 // NATExceptions returns the OutBoundNAT exception list of a Windows node's
@@ -62,9 +63,9 @@ func nat(x *checker) {
 	// The list differs between nodes only by their subnet: compute and
 	// format it once per subnet.
 	bySubnet := map[netip.Prefix]string{}
-	for _, n := range x.windows {
-		pools := x.poolsOf[n.Name]
-		natOut := slices.ContainsFunc(pools, func(p *poolInfo) bool { return p.NATOutgoing })
+	for _, n := range x.Windows {
+		pools := x.PoolsOf[n.Name]
+		natOut := slices.ContainsFunc(pools, func(p *topology.Pool) bool { return p.NATOutgoing })
 		if x.usesPodCIDR() {
 			natOut = true // flannel and win-bridge NAT outgoing pod traffic
 		}

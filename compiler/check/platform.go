@@ -27,7 +27,7 @@ func platform(x *checker) {
 	if !x.hasWindows() {
 		return
 	}
-	for _, n := range x.windows {
+	for _, n := range x.Windows {
 		if n.WindowsBuild == "" {
 			x.report("windows-build-unsupported", n.Name, []any{"nodes", n.Name},
 				"Windows node %s has no windows.build: hnsplan cannot check it; set nodes.%s.windows.build (e.g. \"10.0.17763.1432\", from `cmd /c ver`)", n.Name, n.Name)
@@ -59,13 +59,13 @@ func platform(x *checker) {
 				"Windows node %s: its VM NIC must allow MAC address spoofing for pod traffic; enable it on the hypervisor and set macSpoofing: true", n.Name)
 		}
 	}
-	if len(x.linux) == 0 {
+	if len(x.Linux) == 0 {
 		x.report("linux-node-required", "", []any{"nodes"},
 			"the cluster has Windows nodes but no Linux node: the control plane and Calico's cluster components run only on Linux; add one")
 	}
-	if x.c.OperatorManaged && len(x.linux) < 3 {
+	if x.c.OperatorManaged && len(x.Linux) < 3 {
 		x.report("typha-ha", "", []any{"operatorManaged"},
-			"the tigera-operator runs Typha on Linux nodes; with %s Typha has no high availability (it wants three)", count(len(x.linux), "Linux node"))
+			"the tigera-operator runs Typha on Linux nodes; with %s Typha has no high availability (it wants three)", count(len(x.Linux), "Linux node"))
 	}
 	if v := x.c.CalicoVersion; v != "" && versionBelow(v, 3, 12) {
 		x.report("calico-version", "", []any{"calicoVersion"}, "Calico %s is older than 3.12, the first release for Windows nodes hnsplan supports", v)

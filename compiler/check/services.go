@@ -23,7 +23,7 @@ func (x *checker) windowsNodes() map[string]string {
 			m[n.Name] = n.Status.NodeInfo.KernelVersion
 		}
 	}
-	for _, n := range x.windows {
+	for _, n := range x.Windows {
 		m[n.Name] = n.WindowsBuild
 	}
 	return m
