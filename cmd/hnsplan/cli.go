@@ -86,10 +86,14 @@ Exit codes: 0 success, 1 invalid input or failure, 2 changes found
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.PersistentFlags().StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	root.PersistentFlags().StringVar(&g.color, "color", "auto", "colour the text output: auto, always or never")
-	root.AddCommand(newVetCmd(g), newRulesCmd(g), newSchemaCmd(), newVersionCmd())
+	root.AddCommand(newVetCmd(g), newCompileCmd(g), newPlanCmd(g), newRulesCmd(g), newSchemaCmd(), newVersionCmd())
 	return root
+}
+
+// outputFlag adds -o/--output with the formats a command offers.
+func (g *globalFlags) outputFlag(cmd *cobra.Command, formats ...string) {
+	cmd.Flags().StringVarP(&g.output, "output", "o", formats[0], "output format: "+strings.Join(formats, ", "))
 }
 
 // checkOutput rejects an output format the command does not offer.
@@ -152,6 +156,7 @@ each with the file:line:col of its cause. It exits 1 if any finding is an error.
 		},
 	}
 	cmd.Flags().StringArrayVar(&inventory, "inventory", nil, "live-state file (kubectl get ... -o yaml); repeatable")
+	g.outputFlag(cmd, "text", "json")
 	return cmd
 }
 
@@ -206,7 +211,7 @@ func catalog() (check.Catalog, error) {
 }
 
 func newRulesCmd(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "rules",
 		Short: "List the Windows constraint rules: id, default severity, family, summary",
 		Long: `rules lists the catalog of rules hnsplan checks, with their stable ids. Change a
@@ -239,6 +244,8 @@ changed. -o json adds each rule's remedy and references.`,
 			return tw.Flush()
 		},
 	}
+	g.outputFlag(cmd, "text", "json")
+	return cmd
 }
 
 func plural(n int, noun string) string {

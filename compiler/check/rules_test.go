@@ -199,8 +199,10 @@ func TestCatalogMatchesConstraints(t *testing.T) {
 		}
 	}
 	for id, r := range cat {
-		if _, ok := want[id]; !ok && r.Phase != "load" {
-			t.Errorf("catalog rule %s is not in CONSTRAINTS.md", id)
+		// hnsplan's own rules (the loader's, the plan compiler's) are not
+		// Windows constraints; every other rule must be in the contract.
+		if _, ok := want[id]; !ok && r.Phase != "load" && r.Phase != "compile" {
+			t.Errorf("catalog rule %s (phase %s) is not in CONSTRAINTS.md", id, r.Phase)
 		}
 	}
 	if ids := slices.Collect(func(yield func(string) bool) {

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/hnsplan/hnsplan/compiler/diag"
 )
@@ -83,4 +84,37 @@ func readLock(dir string, rel func(string) string, errs *diag.List) *Lock {
 		}
 	}
 	return l
+}
+
+// Encode returns the lock file's content: stable JSON, nodes and blocks
+// sorted, with a trailing newline.
+func (l *Lock) Encode() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "{\n  \"formatVersion\": %q,\n  \"blocks\": {", LockFormatVersion)
+	nodes := make([]string, 0, len(l.Blocks))
+	for n := range l.Blocks {
+		nodes = append(nodes, n)
+	}
+	slices.Sort(nodes)
+	for i, n := range nodes {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		blocks := slices.Clone(l.Blocks[n])
+		slices.SortFunc(blocks, func(x, y netip.Prefix) int { return x.Addr().Compare(y.Addr()) })
+		key, _ := json.Marshal(n)
+		fmt.Fprintf(&b, "\n    %s: [", key)
+		for j, p := range blocks {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%q", p.String())
+		}
+		b.WriteByte(']')
+	}
+	if len(nodes) > 0 {
+		b.WriteString("\n  ")
+	}
+	b.WriteString("}\n}\n")
+	return b.Bytes()
 }

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hnsplan/hnsplan/compiler"
+	"github.com/hnsplan/hnsplan/compiler/check"
+	"github.com/hnsplan/hnsplan/compiler/diag"
+	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/compiler/plan"
+)
+
+// compiled is an intent taken through load, vet and compile.
+type compiled struct {
+	in       *intent.Intent
+	result   *compiler.Result
+	findings diag.List
+}
+
+// compileDir loads, vets and compiles dir. It returns an *exitError for a
+// usage error; findings with errors are the caller's to report.
+func compileDir(dir string, inventory []string) (*compiled, error) {
+	in, findings, err := intent.Load(dir, intent.Options{Inventory: inventory})
+	var pe *intent.PathError
+	if errors.As(err, &pe) {
+		return nil, &exitError{code: exitUsage, err: err}
+	} else if err != nil {
+		return nil, &exitError{code: exitInvalid, err: err}
+	}
+	cat, err := catalog()
+	if err != nil {
+		return nil, &exitError{code: exitInvalid, err: err}
+	}
+	findings = check.Vet(in, findings, cat)
+	c := &compiled{in: in, findings: findings}
+	if findings.HasErrors() || in.Cluster == nil {
+		return c, nil
+	}
+	res, more := compiler.Compile(in, cat)
+	c.result = res
+	c.findings = check.Vet(nil, append(findings, check.Override(more, in.Cluster, cat)...), cat)
+	return c, nil
+}
+
+// notable drops info findings: compile and plan show what needs
+// attention; `hnsplan vet` lists everything.
+func notable(l diag.List) diag.List {
+	var out diag.List
+	for _, f := range l {
+		if f.Severity > diag.Info {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func newCompileCmd(g *globalFlags) *cobra.Command {
+	var inventory []string
+	var outDir string
+	var updateLock bool
+	cmd := &cobra.Command{
+		Use:   "compile DIR -o OUTDIR",
+		Short: "Compile the intent into one HNS plan per Windows node",
+		Long: `compile vets the intent in DIR and, if it has no error, writes one plan per Windows
+node (<node>.json) and index.json into OUTDIR, each by atomic rename. Plans that the
+previous index listed for nodes that are gone are removed. Compiling twice gives
+byte-identical files.
+
+Blocks the compiler allocates are pinned by hnsplan.lock.json beside the intent;
+--update-lock writes it (keeping every existing entry). Commit it.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if outDir == "" {
+				return errors.New("compile needs -o OUTDIR, the directory to write the plans into")
+			}
+			c, err := compileDir(args[0], inventory)
+			if err != nil {
+				return err
+			}
+			errOut := cmd.ErrOrStderr()
+			if err := notable(c.findings).WriteText(errOut, g.useColor(errOut)); err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			if c.findings.HasErrors() || c.result == nil {
+				fmt.Fprintf(errOut, "%s: invalid: %s; no plan written\n", args[0], c.findings.Summary())
+				return &exitError{code: exitInvalid}
+			}
+			files, err := compiler.EncodePlans(c.result.Plans)
+			if err == nil {
+				err = compiler.WriteDir(outDir, c.in.Cluster.Name, files)
+			}
+			if err == nil && updateLock {
+				err = compiler.WriteFileAtomic(filepath.Join(args[0], intent.LockFile), c.result.IPAM.Lock.Encode())
+			}
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			msg := fmt.Sprintf("%s: wrote %s and %s to %s", args[0], plural(len(files), "plan"), plan.IndexFile, outDir)
+			if updateLock {
+				msg += "; updated " + intent.LockFile
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), msg)
+			return err
+		},
+	}
+	cmd.Flags().StringVarP(&outDir, "output", "o", "", "directory to write the plans into")
+	cmd.Flags().StringArrayVar(&inventory, "inventory", nil, "live-state file (kubectl get ... -o yaml); repeatable")
+	cmd.Flags().BoolVar(&updateLock, "update-lock", false, "write "+intent.LockFile+" beside the intent with the allocated blocks")
+	return cmd
+}
+
+func newPlanCmd(g *globalFlags) *cobra.Command {
+	var inventory []string
+	var node string
+	cmd := &cobra.Command{
+		Use:   "plan DIR",
+		Short: "Print the HNS plan of each Windows node (a dry run)",
+		Long: `plan compiles the intent in DIR and prints what each Windows node's HNS will hold,
+grouped like Get-HnsNetwork. With --inventory it also renders the nodes' pod endpoints
+and fills in what only the live cluster knows (tunnel MACs, Linux nodes' blocks, DNS).
+Findings go to stderr.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := g.checkOutput(cmd, "text", "json", "yaml"); err != nil {
+				return err
+			}
+			c, err := compileDir(args[0], inventory)
+			if err != nil {
+				return err
+			}
+			errOut := cmd.ErrOrStderr()
+			if err := notable(c.findings).WriteText(errOut, g.useColor(errOut)); err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			if c.findings.HasErrors() || c.result == nil {
+				fmt.Fprintf(errOut, "%s: invalid: %s\n", args[0], c.findings.Summary())
+				return &exitError{code: exitInvalid}
+			}
+			plans := c.result.Plans
+			if node != "" {
+				plans = nil
+				for _, p := range c.result.Plans {
+					if p.Node == node {
+						plans = append(plans, p)
+					}
+				}
+				if len(plans) == 0 {
+					return &exitError{code: exitUsage, err: fmt.Errorf("no plan for node %q: it is not a Windows node of %s", node, args[0])}
+				}
+			}
+			files, err := compiler.EncodePlans(plans) // sets digests
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			if err := printPlans(cmd.OutOrStdout(), g.output, plans, files); err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVar(&inventory, "inventory", nil, "live-state file (kubectl get ... -o yaml); repeatable")
+	cmd.Flags().StringVar(&node, "node", "", "print only this node's plan")
+	g.outputFlag(cmd, "text", "json", "yaml")
+	return cmd
+}
+
+func printPlans(w io.Writer, format string, plans []*plan.NodePlan, files []compiler.File) error {
+	switch format {
+	case "json":
+		if len(files) == 1 {
+			_, err := w.Write(files[0].Data)
+			return err
+		}
+		var b bytes.Buffer
+		b.WriteString("{\n  \"plans\": [")
+		for i, f := range files {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString("\n    ")
+			b.Write(bytes.ReplaceAll(bytes.TrimSpace(f.Data), []byte("\n"), []byte("\n    ")))
+		}
+		b.WriteString("\n  ]\n}\n")
+		_, err := w.Write(b.Bytes())
+		return err
+	case "yaml":
+		for i, f := range files {
+			if i > 0 {
+				if _, err := io.WriteString(w, "---\n"); err != nil {
+					return err
+				}
+			}
+			if err := jsonToYAML(w, f.Data); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for i, p := range plans {
+		if i > 0 {
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return err
+			}
+		}
+		if err := plan.WriteText(w, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// jsonToYAML re-emits a JSON document as block-style YAML, keeping the
+// order of its fields.
+func jsonToYAML(w io.Writer, data []byte) error {
+	var n yaml.Node
+	if err := yaml.Unmarshal(data, &n); err != nil {
+		return err
+	}
+	var unflow func(*yaml.Node)
+	unflow = func(n *yaml.Node) {
+		n.Style &^= yaml.FlowStyle
+		if n.Kind == yaml.ScalarNode && n.Tag == "!!str" {
+			n.Style &^= yaml.DoubleQuotedStyle
+		}
+		for _, c := range n.Content {
+			unflow(c)
+		}
+	}
+	unflow(&n)
+	enc := yaml.NewEncoder(w)
+	enc.SetIndent(2)
+	if err := enc.Encode(&n); err != nil {
+		return err
+	}
+	return enc.Close()
+}

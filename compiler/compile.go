@@ -1,0 +1,357 @@
+// Package compiler compiles a loaded, vetted intent into one NodePlan per
+// Windows node: the node's IPAM block, its HNS network, host endpoint,
+// routes to other nodes, NAT and pod endpoint template — and, with an
+// inventory, its pod endpoints. Output is deterministic: the same input
+// gives byte-identical plans.
+package compiler
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/hnsplan/hnsplan/compiler/check"
+	"github.com/hnsplan/hnsplan/compiler/diag"
+	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/compiler/ipam"
+	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/compiler/topology"
+)
+
+// Rule ids the compiler reports (policies/ipam.cue, phase compile).
+const (
+	RuleBlockInvalid  = "ipam-block-invalid"
+	RuleNoBlock       = "ipam-no-block"
+	RulePodIPOutside  = "pod-ip-outside-block"
+	macPrefix         = "0E-2A"
+	calicoMACAnnot    = "projectcalico.org/VXLANTunnelMACAddr"
+	flannelBackendKey = "flannel.alpha.coreos.com/backend-data"
+)
+
+// Result is a compilation.
+type Result struct {
+	Plans []*plan.NodePlan // one per Windows node with a block, in node order
+	IPAM  *ipam.Result
+}
+
+// Compile compiles in, which must have loaded without error. Findings are
+// the compiler's own (blocks, pod addresses), with the catalog's
+// severities; the caller applies cluster.constraints with check.Override.
+func Compile(in *intent.Intent, cat check.Catalog) (*Result, diag.List) {
+	c := &compilation{in: in, c: in.Cluster, cat: cat, t: topology.New(in.Cluster)}
+	c.podCIDRs = usesPodCIDR(in.Cluster)
+	c.ipam = ipam.Assign(c.t, in.Inventory, in.Lock, c.podCIDRs)
+	for _, p := range c.ipam.Problems {
+		rule := RuleNoBlock
+		if p.Kind == "invalid" {
+			rule = RuleBlockInvalid
+		}
+		c.report(rule, p.Node, c.c.Pos("nodes", p.Node), intent.Path("nodes", p.Node), "%s", p.Message)
+	}
+	c.indexInventory()
+	res := &Result{IPAM: c.ipam}
+	for _, n := range c.t.Windows {
+		b, ok := c.ipam.Blocks[n.Name]
+		if !ok {
+			continue
+		}
+		res.Plans = append(res.Plans, c.nodePlan(n, b))
+	}
+	return res, c.findings
+}
+
+// usesPodCIDR reports whether nodes take their pod range from podCIDR.
+func usesPodCIDR(c *intent.Cluster) bool {
+	switch c.Networking {
+	case intent.FlannelHostGW, intent.FlannelVXLAN, intent.StaticRoutes:
+		return true
+	case intent.CalicoBGP:
+		return c.IPAM.Type == "host-local" || c.Datastore == "kubernetes"
+	}
+	return c.IPAM.Type == "host-local"
+}
+
+type compilation struct {
+	in       *intent.Intent
+	c        *intent.Cluster
+	cat      check.Catalog
+	t        *topology.Topology
+	ipam     *ipam.Result
+	podCIDRs bool
+	findings diag.List
+
+	nodeAnnotations map[string]map[string]string // inventory Nodes
+	podsByNode      map[string][]*intent.Pod
+	dnsServers      []netip.Addr
+}
+
+func (c *compilation) report(rule, node string, pos diag.Pos, path, format string, args ...any) {
+	sev := diag.Error
+	if r, ok := c.cat[rule]; ok {
+		sev, _ = diag.ParseSeverity(r.Severity)
+	}
+	c.findings.Add(diag.Finding{Rule: rule, Severity: sev, Node: node, Pos: pos, Path: path, Message: fmt.Sprintf(format, args...)})
+}
+
+func (c *compilation) indexInventory() {
+	c.nodeAnnotations = map[string]map[string]string{}
+	for _, n := range c.in.Inventory.Nodes {
+		c.nodeAnnotations[n.Name] = n.Annotations
+	}
+	c.podsByNode = map[string][]*intent.Pod{}
+	for i := range c.in.Inventory.Pods {
+		p := &c.in.Inventory.Pods[i]
+		if p.Spec.NodeName != "" && !p.Spec.HostNetwork {
+			c.podsByNode[p.Spec.NodeName] = append(c.podsByNode[p.Spec.NodeName], p)
+		}
+	}
+	for _, s := range c.in.Inventory.Services {
+		if s.Namespace == "kube-system" && s.Name == "kube-dns" {
+			if a, err := netip.ParseAddr(s.Spec.ClusterIP); err == nil {
+				c.dnsServers = []netip.Addr{a}
+			}
+		}
+	}
+}
+
+// vxlan reports whether the node network is an Overlay.
+func (c *compilation) vxlan() bool {
+	return c.c.Networking == intent.CalicoVXLAN || c.c.Networking == intent.FlannelVXLAN
+}
+
+func (c *compilation) vni() uint32 {
+	if c.c.VXLAN != nil {
+		return uint32(c.c.VXLAN.VNI)
+	}
+	return 4096
+}
+
+func (c *compilation) vxlanPort() uint16 {
+	if c.c.VXLAN != nil {
+		return uint16(c.c.VXLAN.Port)
+	}
+	return 4789
+}
+
+func (c *compilation) nodePlan(n *intent.Node, b ipam.Block) *plan.NodePlan {
+	p := &plan.NodePlan{
+		FormatVersion: plan.FormatVersion, Kind: plan.Kind, Node: n.Name,
+		Cluster: c.c.Name, Networking: string(c.c.Networking),
+	}
+	bits := b.Prefix.Bits()
+	gw := b.Gateway()
+	defaultRoute := plan.Route{NextHop: gw, DestinationPrefix: netip.MustParsePrefix("0.0.0.0/0")}
+	if b.Prefix.Addr().Is6() {
+		defaultRoute.DestinationPrefix = netip.MustParsePrefix("::/0")
+	}
+	subnet := plan.Subnet{IpAddressPrefix: b.Prefix, Routes: []plan.Route{defaultRoute}}
+	p.Network = plan.Network{Name: c.c.Windows.NetworkName, Immutable: []string{"Name", "Type", "Subnet"}}
+	hostEP := plan.Endpoint{
+		Name:             c.c.Windows.NetworkName + "_ep",
+		IpConfigurations: []plan.IpConfig{{IpAddress: b.HostEndpoint(), PrefixLength: bits}},
+	}
+	podGW := gw
+	if c.vxlan() {
+		p.Network.Type = "Overlay"
+		subnet.Policies = []plan.Policy{plan.NewPolicy(plan.VSID{IsolationId: c.vni()})}
+		p.Network.Policies = []plan.Policy{
+			plan.NewPolicy(plan.VxlanPort{Port: c.vxlanPort()}),
+			plan.NewPolicy(plan.HostRouteSetting{}),
+		}
+		p.Network.Immutable = append(p.Network.Immutable, "VNI", "VxlanPort")
+		hostEP.Flags = plan.FlagRemoteEndpoint
+		hostEP.Policies = []plan.Policy{plan.NewPolicy(plan.ProviderAddress{ProviderAddress: n.Addr})}
+		p.Unresolved = append(p.Unresolved, plan.Unresolved{Field: "hostEndpoint.MacAddress",
+			Source: fmt.Sprintf("the MAC address of the host adapter that holds %s (read on the node)", n.Addr)})
+	} else {
+		p.Network.Type = "L2Bridge"
+		if n.Interface != "" {
+			p.Network.Policies = []plan.Policy{plan.NewPolicy(plan.NetAdapterName{NetworkAdapterName: n.Interface})}
+		} else {
+			p.Unresolved = append(p.Unresolved, plan.Unresolved{Field: "network.Policies[NetAdapterName]",
+				Source: fmt.Sprintf("the host adapter that holds %s (nodes.%s.interface is unset; read on the node)", n.Addr, n.Name)})
+		}
+		hostEP.Attach = "Host"
+		podGW = b.HostEndpoint() // L2Bridge pods route through the host endpoint (Calico)
+	}
+	p.Network.Ipams = []plan.Ipam{{Type: "Static", Subnets: []plan.Subnet{subnet}}}
+	p.HostEndpoint = hostEP
+	p.PodEndpoint = c.podTemplate(n, b, podGW, &p.Unresolved)
+	c.routes(p, n)
+	c.endpoints(p, n, b)
+	return p
+}
+
+func (c *compilation) podTemplate(n *intent.Node, b ipam.Block, gw netip.Addr, unresolved *[]plan.Unresolved) plan.PodEndpointTemplate {
+	def := netip.MustParsePrefix("0.0.0.0/0")
+	if gw.Is6() {
+		def = netip.MustParsePrefix("::/0")
+	}
+	t := plan.PodEndpointTemplate{
+		Gateway:        gw,
+		MacAddressRule: macPrefix + "-<ip hex>",
+		DnsSearch:      "{namespace}.svc." + c.c.DNSDomain,
+		DnsServers:     c.dnsServers,
+		Routes:         []plan.Route{{NextHop: gw, DestinationPrefix: def}},
+	}
+	if len(c.dnsServers) == 0 {
+		*unresolved = append(*unresolved, plan.Unresolved{Field: "podEndpoint.DnsServers",
+			Source: "the cluster DNS Service kube-system/kube-dns (its clusterIP; the kubelet's --cluster-dns)"})
+	}
+	natOut := c.podCIDRs // flannel and win-bridge NAT pod traffic
+	if b.Pool != "" {
+		for _, p := range c.t.Pools {
+			if p.Name == b.Pool {
+				natOut = p.NATOutgoing
+			}
+		}
+	}
+	if natOut {
+		t.Policies = append(t.Policies, plan.NewPolicy(plan.OutBoundNAT{Exceptions: topology.NATExceptions(c.c, n, true)}))
+	}
+	if c.vxlan() {
+		t.Policies = append(t.Policies, plan.NewPolicy(plan.ProviderAddress{ProviderAddress: n.Addr}))
+	} else {
+		// L2Bridge: reach the host and the services through the vSwitch.
+		t.Policies = append(t.Policies, plan.NewPolicy(plan.SDNRoute{DestinationPrefix: netip.PrefixFrom(n.Addr, n.Addr.BitLen()), NeedEncap: true}))
+		for _, s := range c.c.ServiceCIDRs {
+			t.Policies = append(t.Policies, plan.NewPolicy(plan.SDNRoute{DestinationPrefix: s, NeedEncap: true}))
+		}
+	}
+	return t
+}
+
+// routes adds the routes to the other nodes' pod blocks.
+func (c *compilation) routes(p *plan.NodePlan, self *intent.Node) {
+	switch c.c.Networking {
+	case intent.CalicoBGP:
+		p.Routing = "bgp"
+		return
+	case intent.FlannelHostGW:
+		p.Routing = "flanneld"
+		return
+	case intent.CloudProvider:
+		p.Routing = "cloud-provider"
+		return
+	}
+	var noMAC, noBlock []string
+	for i := range c.c.Nodes {
+		n := &c.c.Nodes[i]
+		if n.Name == self.Name {
+			continue
+		}
+		b, ok := c.ipam.Blocks[n.Name]
+		if !ok {
+			if !n.IsWindows() {
+				noBlock = append(noBlock, n.Name)
+			}
+			continue
+		}
+		if c.c.Networking == intent.StaticRoutes {
+			p.HostRoutes = append(p.HostRoutes, plan.HostRoute{DestinationPrefix: b.Prefix, NextHop: n.Addr, Node: n.Name})
+			continue
+		}
+		mac := c.vtepMAC(n)
+		if mac == "" {
+			noMAC = append(noMAC, n.Name)
+		}
+		p.RemoteSubnetRoutes = append(p.RemoteSubnetRoutes, plan.RemoteSubnetRoute{
+			DestinationPrefix: b.Prefix, IsolationId: c.vni(), ProviderAddress: n.Addr,
+			DistributedRouterMacAddress: mac, Node: n.Name,
+		})
+	}
+	slices.SortFunc(p.RemoteSubnetRoutes, func(a, b plan.RemoteSubnetRoute) int { return comparePrefix(a.DestinationPrefix, b.DestinationPrefix) })
+	slices.SortFunc(p.HostRoutes, func(a, b plan.HostRoute) int { return comparePrefix(a.DestinationPrefix, b.DestinationPrefix) })
+	if len(noMAC) > 0 {
+		src := "each node's VXLAN tunnel MAC: annotation " + calicoMACAnnot + " (Linux), the DrMacAddress its agent publishes there (Windows)"
+		if c.c.Networking == intent.FlannelVXLAN {
+			src = "each node's VtepMAC in annotation " + flannelBackendKey
+		}
+		p.Unresolved = append(p.Unresolved, plan.Unresolved{Field: "remoteSubnetRoutes[].DistributedRouterMacAddress", Source: src, Nodes: noMAC})
+	}
+	if len(noBlock) > 0 {
+		p.Unresolved = append(p.Unresolved, plan.Unresolved{Field: "remoteSubnetRoutes",
+			Source: "the blocks Calico assigns to these Linux nodes at run time (BlockAffinity objects)", Nodes: noBlock})
+	}
+}
+
+// vtepMAC reads a node's VXLAN tunnel MAC from the inventory.
+func (c *compilation) vtepMAC(n *intent.Node) string {
+	ann := c.nodeAnnotations[n.Name]
+	if c.c.Networking == intent.FlannelVXLAN {
+		var bd struct{ VtepMAC string }
+		if json.Unmarshal([]byte(ann[flannelBackendKey]), &bd) == nil {
+			return hnsMAC(bd.VtepMAC)
+		}
+		return ""
+	}
+	return hnsMAC(ann[calicoMACAnnot])
+}
+
+// hnsMAC writes a MAC address as HNS does: upper case, dash-separated.
+func hnsMAC(s string) string {
+	return strings.ToUpper(strings.ReplaceAll(s, ":", "-"))
+}
+
+// PodMAC applies the MAC address rule: 0E-2A followed by the address's
+// four octets in hex.
+func PodMAC(a netip.Addr) string {
+	if !a.Is4() {
+		return ""
+	}
+	b := a.As4()
+	return fmt.Sprintf("%s-%02X-%02X-%02X-%02X", macPrefix, b[0], b[1], b[2], b[3])
+}
+
+// endpoints renders the node's pod endpoints from the inventory.
+func (c *compilation) endpoints(p *plan.NodePlan, n *intent.Node, b ipam.Block) {
+	pods := c.podsByNode[n.Name]
+	slices.SortFunc(pods, func(a, b *intent.Pod) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	for _, pod := range pods {
+		ip, err := netip.ParseAddr(podIP(pod))
+		if err != nil {
+			continue // not networked yet
+		}
+		name := pod.Namespace + "/" + pod.Name
+		switch {
+		case !b.Prefix.Contains(ip):
+			c.report(RulePodIPOutside, n.Name, pod.Source.Pos, "status.podIP",
+				"pod %s on node %s has address %s, outside the node's block %s: it was networked from another block; recreate the pod", name, n.Name, ip, b.Prefix)
+			continue
+		case b.Reserved(ip):
+			c.report(RulePodIPOutside, n.Name, pod.Source.Pos, "status.podIP",
+				"pod %s on node %s has address %s, one of the 4 addresses Windows reserves in block %s (.0, .1 gateway, .2 host endpoint, broadcast)", name, n.Name, ip, b.Prefix)
+			continue
+		}
+		ep := plan.Endpoint{
+			Pod:              name,
+			IpConfigurations: []plan.IpConfig{{IpAddress: ip, PrefixLength: b.Prefix.Bits()}},
+			MacAddress:       PodMAC(ip),
+			Dns:              &plan.Dns{Search: []string{pod.Namespace + ".svc." + c.c.DNSDomain}, ServerList: c.dnsServers},
+			Routes:           p.PodEndpoint.Routes,
+			Policies:         p.PodEndpoint.Policies,
+		}
+		p.Endpoints = append(p.Endpoints, ep)
+	}
+}
+
+func podIP(p *intent.Pod) string {
+	if p.Status.PodIP != "" {
+		return p.Status.PodIP
+	}
+	for _, ip := range p.Status.PodIPs {
+		return ip.IP
+	}
+	return ""
+}
+
+func comparePrefix(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
+}

@@ -1,0 +1,191 @@
+package plan
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+)
+
+// WriteText writes p for a person reviewing a dry run: grouped like
+// `Get-HnsNetwork | Format-List` and `Get-HnsEndpoint`, one section per
+// object, HNS's own names.
+func WriteText(w io.Writer, p *NodePlan) error {
+	tw := &textWriter{w: w}
+	tw.line(0, "Node %s    %s, plan %s", p.Node, p.Networking, shortDigest(p.Digest))
+	n := p.Network
+	tw.line(1, "Network %s", n.Name)
+	tw.field(2, "Type", n.Type)
+	for _, ipam := range n.Ipams {
+		for _, s := range ipam.Subnets {
+			tw.field(2, "Subnet", s.IpAddressPrefix.String())
+			for _, pol := range s.Policies {
+				tw.field(3, "Policy", describe(pol))
+			}
+			for _, r := range s.Routes {
+				tw.field(3, "Route", fmt.Sprintf("%s via %s", r.DestinationPrefix, r.NextHop))
+			}
+		}
+	}
+	for _, pol := range n.Policies {
+		tw.field(2, "Policy", describe(pol))
+	}
+	tw.field(2, "Immutable", strings.Join(n.Immutable, ", ")+"  (a change recreates the network: drain first)")
+	if p.Routing != "" {
+		tw.field(2, "Routes", "to other nodes programmed by "+p.Routing)
+	}
+
+	tw.endpoint(1, "HostEndpoint", p.HostEndpoint)
+
+	t := p.PodEndpoint
+	tw.line(1, "PodEndpoint (every pod on the node)")
+	tw.field(2, "Gateway", t.Gateway.String())
+	tw.field(2, "MacAddress", t.MacAddressRule)
+	dns := t.DnsSearch
+	if len(t.DnsServers) > 0 {
+		dns += "  servers " + addrs(t.DnsServers)
+	}
+	tw.field(2, "Dns", dns)
+	for _, r := range t.Routes {
+		tw.field(2, "Route", fmt.Sprintf("%s via %s", r.DestinationPrefix, r.NextHop))
+	}
+	for _, pol := range t.Policies {
+		tw.field(2, "Policy", describe(pol))
+	}
+
+	if len(p.RemoteSubnetRoutes) > 0 {
+		tw.line(1, "RemoteSubnetRoutes (%d, network policies)", len(p.RemoteSubnetRoutes))
+		for _, r := range p.RemoteSubnetRoutes {
+			mac := r.DistributedRouterMacAddress
+			if mac == "" {
+				mac = "(live)"
+			}
+			tw.line(2, "%-18s -> %-15s VSID %d  PA %s  DR MAC %s", r.DestinationPrefix, r.Node, r.IsolationId, r.ProviderAddress, mac)
+		}
+	}
+	if len(p.HostRoutes) > 0 {
+		tw.line(1, "HostRoutes (%d)", len(p.HostRoutes))
+		for _, r := range p.HostRoutes {
+			tw.line(2, "%-18s via %-15s (%s)", r.DestinationPrefix, r.NextHop, r.Node)
+		}
+	}
+	if len(p.Endpoints) > 0 {
+		tw.line(1, "Endpoints (%d pods)", len(p.Endpoints))
+		for _, e := range p.Endpoints {
+			tw.endpoint(2, "Pod "+e.Pod, e)
+		}
+	}
+	if len(p.Unresolved) > 0 {
+		tw.line(1, "Resolved live, by the agent")
+		for _, u := range p.Unresolved {
+			s := u.Source
+			if len(u.Nodes) > 0 {
+				s += fmt.Sprintf("; for %d node(s): %s", len(u.Nodes), shortList(u.Nodes, 6))
+			}
+			tw.field(2, u.Field, s)
+		}
+	}
+	return tw.err
+}
+
+type textWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (t *textWriter) line(indent int, format string, args ...any) {
+	if t.err != nil {
+		return
+	}
+	_, t.err = fmt.Fprintf(t.w, "%s%s\n", strings.Repeat("  ", indent), fmt.Sprintf(format, args...))
+}
+
+func (t *textWriter) field(indent int, name, value string) {
+	t.line(indent, "%-12s: %s", name, value)
+}
+
+func (t *textWriter) endpoint(indent int, title string, e Endpoint) {
+	if e.Name != "" {
+		title += " " + e.Name
+	}
+	t.line(indent, "%s", title)
+	var ips []string
+	for _, c := range e.IpConfigurations {
+		ips = append(ips, fmt.Sprintf("%s/%d", c.IpAddress, c.PrefixLength))
+	}
+	t.field(indent+1, "IPAddress", strings.Join(ips, ", "))
+	if e.MacAddress != "" {
+		t.field(indent+1, "MacAddress", e.MacAddress)
+	}
+	var flags []string
+	if e.Flags&FlagRemoteEndpoint != 0 {
+		flags = append(flags, "RemoteEndpoint")
+	}
+	if e.Attach != "" {
+		flags = append(flags, "attached to the "+strings.ToLower(e.Attach))
+	}
+	if len(flags) > 0 {
+		t.field(indent+1, "Flags", strings.Join(flags, ", "))
+	}
+	if e.Dns != nil && len(e.Dns.Search) > 0 {
+		t.field(indent+1, "Dns", strings.Join(e.Dns.Search, ", "))
+	}
+	for _, pol := range e.Policies {
+		t.field(indent+1, "Policy", describe(pol))
+	}
+}
+
+// describe is one line for a policy.
+func describe(p Policy) string {
+	switch s := p.Settings.(type) {
+	case VSID:
+		return fmt.Sprintf("VSID %d", s.IsolationId)
+	case VxlanPort:
+		return fmt.Sprintf("VxlanPort %d", s.Port)
+	case HostRouteSetting:
+		return "HostRoute"
+	case NetAdapterName:
+		return fmt.Sprintf("NetAdapterName %q", s.NetworkAdapterName)
+	case ProviderAddress:
+		return "ProviderAddress " + s.ProviderAddress.String()
+	case OutBoundNAT:
+		ex := make([]string, len(s.Exceptions))
+		for i, e := range s.Exceptions {
+			ex[i] = e.String()
+		}
+		return "OutBoundNAT except " + strings.Join(ex, ", ")
+	case SDNRoute:
+		encap := ""
+		if s.NeedEncap {
+			encap = " (encap)"
+		}
+		return "SDNRoute " + s.DestinationPrefix.String() + encap
+	case RemoteSubnetRouteSetting:
+		return fmt.Sprintf("RemoteSubnetRoute %s PA %s", s.DestinationPrefix, s.ProviderAddress)
+	case Raw:
+		return s.Type + " " + string(s.JSON)
+	}
+	return p.Type
+}
+
+func shortDigest(d string) string {
+	if len(d) > len("sha256:")+12 {
+		return d[:len("sha256:")+12] + "…"
+	}
+	return d
+}
+
+func addrs(as []netip.Addr) string {
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+func shortList(s []string, max int) string {
+	if len(s) <= max {
+		return strings.Join(s, ", ")
+	}
+	return strings.Join(s[:max], ", ") + fmt.Sprintf(" and %d more", len(s)-max)
+}
