@@ -51,6 +51,7 @@ func Compile(in *intent.Intent, cat check.Catalog) (*Result, diag.List) {
 		c.report(rule, p.Node, c.c.Pos("nodes", p.Node), intent.Path("nodes", p.Node), "%s", p.Message)
 	}
 	c.indexInventory()
+	c.remotes()
 	res := &Result{IPAM: c.ipam}
 	for _, n := range c.t.Windows {
 		b, ok := c.ipam.Blocks[n.Name]
@@ -60,6 +61,19 @@ func Compile(in *intent.Intent, cat check.Catalog) (*Result, diag.List) {
 		res.Plans = append(res.Plans, c.nodePlan(n, b))
 	}
 	return res, c.findings
+}
+
+// ForUpdateLock drops the findings that `compile --update-lock` resolves:
+// a lock that does not cover every node, or names blocks of no pool, is
+// what the update rewrites.
+func ForUpdateLock(findings diag.List) diag.List {
+	var out diag.List
+	for _, f := range findings {
+		if f.Rule != "ipam-lock-stale" && f.Rule != "ipam-unlocked" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // usesPodCIDR reports whether nodes take their pod range from podCIDR.
@@ -82,6 +96,8 @@ type compilation struct {
 	podCIDRs bool
 	findings diag.List
 
+	remote          []remote                     // every node's block, in address order
+	noBlock         []string                     // Linux nodes whose block only the live cluster knows
 	nodeAnnotations map[string]map[string]string // inventory Nodes
 	podsByNode      map[string][]*intent.Pod
 	dnsServers      []netip.Addr
@@ -200,13 +216,11 @@ func (c *compilation) podTemplate(n *intent.Node, b ipam.Block, gw netip.Addr, u
 		*unresolved = append(*unresolved, plan.Unresolved{Field: "podEndpoint.DnsServers",
 			Source: "the cluster DNS Service kube-system/kube-dns (its clusterIP; the kubelet's --cluster-dns)"})
 	}
-	natOut := c.podCIDRs // flannel and win-bridge NAT pod traffic
-	if b.Pool != "" {
-		for _, p := range c.t.Pools {
-			if p.Name == b.Pool {
-				natOut = p.NATOutgoing
-			}
-		}
+	natOut := false
+	if c.podCIDRs {
+		natOut = c.t.PodCIDRNATOutgoing(n)
+	} else if p := c.t.PoolContaining(b.Prefix); p != nil {
+		natOut = p.NATOutgoing
 	}
 	if natOut {
 		t.Policies = append(t.Policies, plan.NewPolicy(plan.OutBoundNAT{Exceptions: topology.NATExceptions(c.c, n, true)}))
@@ -223,6 +237,30 @@ func (c *compilation) podTemplate(n *intent.Node, b ipam.Block, gw netip.Addr, u
 	return t
 }
 
+// remote is another node's pod block, as a route target.
+type remote struct {
+	node  *intent.Node
+	block netip.Prefix
+	mac   string // VXLAN tunnel MAC, "" if only the live cluster knows it
+}
+
+// remotes lists every node's block in address order, once for all plans:
+// a plan's routes are this list less its own node.
+func (c *compilation) remotes() {
+	for i := range c.c.Nodes {
+		n := &c.c.Nodes[i]
+		b, ok := c.ipam.Blocks[n.Name]
+		if !ok {
+			if !n.IsWindows() {
+				c.noBlock = append(c.noBlock, n.Name)
+			}
+			continue
+		}
+		c.remote = append(c.remote, remote{node: n, block: b.Prefix, mac: c.vtepMAC(n)})
+	}
+	slices.SortFunc(c.remote, func(a, b remote) int { return comparePrefix(a.block, b.block) })
+}
+
 // routes adds the routes to the other nodes' pod blocks.
 func (c *compilation) routes(p *plan.NodePlan, self *intent.Node) {
 	switch c.c.Networking {
@@ -236,44 +274,38 @@ func (c *compilation) routes(p *plan.NodePlan, self *intent.Node) {
 		p.Routing = "cloud-provider"
 		return
 	}
-	var noMAC, noBlock []string
-	for i := range c.c.Nodes {
-		n := &c.c.Nodes[i]
-		if n.Name == self.Name {
-			continue
-		}
-		b, ok := c.ipam.Blocks[n.Name]
-		if !ok {
-			if !n.IsWindows() {
-				noBlock = append(noBlock, n.Name)
-			}
+	var noMAC []string
+	vni := c.vni()
+	for _, r := range c.remote {
+		if r.node == self {
 			continue
 		}
 		if c.c.Networking == intent.StaticRoutes {
-			p.HostRoutes = append(p.HostRoutes, plan.HostRoute{DestinationPrefix: b.Prefix, NextHop: n.Addr, Node: n.Name})
+			p.HostRoutes = append(p.HostRoutes, plan.HostRoute{DestinationPrefix: r.block, NextHop: r.node.Addr, Node: r.node.Name})
 			continue
 		}
-		mac := c.vtepMAC(n)
-		if mac == "" {
-			noMAC = append(noMAC, n.Name)
+		if r.mac == "" {
+			noMAC = append(noMAC, r.node.Name)
+		}
+		if p.RemoteSubnetRoutes == nil {
+			p.RemoteSubnetRoutes = make([]plan.RemoteSubnetRoute, 0, len(c.remote))
 		}
 		p.RemoteSubnetRoutes = append(p.RemoteSubnetRoutes, plan.RemoteSubnetRoute{
-			DestinationPrefix: b.Prefix, IsolationId: c.vni(), ProviderAddress: n.Addr,
-			DistributedRouterMacAddress: mac, Node: n.Name,
+			DestinationPrefix: r.block, IsolationId: vni, ProviderAddress: r.node.Addr,
+			DistributedRouterMacAddress: r.mac, Node: r.node.Name,
 		})
 	}
-	slices.SortFunc(p.RemoteSubnetRoutes, func(a, b plan.RemoteSubnetRoute) int { return comparePrefix(a.DestinationPrefix, b.DestinationPrefix) })
-	slices.SortFunc(p.HostRoutes, func(a, b plan.HostRoute) int { return comparePrefix(a.DestinationPrefix, b.DestinationPrefix) })
 	if len(noMAC) > 0 {
+		slices.Sort(noMAC)
 		src := "each node's VXLAN tunnel MAC: annotation " + calicoMACAnnot + " (Linux), the DrMacAddress its agent publishes there (Windows)"
 		if c.c.Networking == intent.FlannelVXLAN {
 			src = "each node's VtepMAC in annotation " + flannelBackendKey
 		}
 		p.Unresolved = append(p.Unresolved, plan.Unresolved{Field: "remoteSubnetRoutes[].DistributedRouterMacAddress", Source: src, Nodes: noMAC})
 	}
-	if len(noBlock) > 0 {
+	if len(c.noBlock) > 0 && c.c.Networking != intent.StaticRoutes {
 		p.Unresolved = append(p.Unresolved, plan.Unresolved{Field: "remoteSubnetRoutes",
-			Source: "the blocks Calico assigns to these Linux nodes at run time (BlockAffinity objects)", Nodes: noBlock})
+			Source: "the blocks Calico assigns to these Linux nodes at run time (BlockAffinity objects)", Nodes: c.noBlock})
 	}
 }
 

@@ -15,9 +15,10 @@ import (
 
 // File is an encoded plan.
 type File struct {
-	Node string
-	Name string // "<node>.json"
-	Data []byte
+	Node   string
+	Name   string // "<node>.json"
+	Digest string
+	Data   []byte
 }
 
 // EncodePlans encodes plans on all CPUs, keeping their order.
@@ -30,7 +31,7 @@ func EncodePlans(plans []*plan.NodePlan) ([]File, error) {
 		wg.Go(func() {
 			for i := range next {
 				data, err := plan.Encode(plans[i])
-				files[i], errs[i] = File{Node: plans[i].Node, Name: plans[i].Node + ".json", Data: data}, err
+				files[i], errs[i] = File{Node: plans[i].Node, Name: plans[i].Node + ".json", Digest: plans[i].Digest, Data: data}, err
 			}
 		})
 	}
@@ -42,26 +43,44 @@ func EncodePlans(plans []*plan.NodePlan) ([]File, error) {
 	return files, errors.Join(errs...)
 }
 
-// WriteDir writes files and their index into dir, each by atomic rename
-// (an agent watching the directory never sees half a plan). Plans that the
-// previous index listed and this one does not are removed; no other file
-// is touched.
-func WriteDir(dir, cluster string, files []File) error {
+// WritePlans encodes plans and writes them with their index into dir, on
+// all CPUs, each file by atomic rename (an agent watching the directory
+// never sees half a plan). Plans that the previous index listed and this
+// one does not are removed; no other file is touched. A plan is dropped
+// from memory once written, so a large cluster's plans are never all held
+// encoded at once.
+func WritePlans(dir, cluster string, plans []*plan.NodePlan) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	idx := plan.Index{FormatVersion: plan.FormatVersion, Kind: plan.IndexKind, Cluster: cluster, Plans: []plan.IndexEntry{}}
+	entries := make([]plan.IndexEntry, len(plans))
+	errs := make([]error, len(plans))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range runtime.GOMAXPROCS(0) + 2 { // +2: overlap encoding with I/O
+		wg.Go(func() {
+			for i := range next {
+				p := plans[i]
+				data, err := plan.Encode(p)
+				if err == nil {
+					err = WriteFileAtomic(filepath.Join(dir, p.Node+".json"), data)
+				}
+				entries[i], errs[i] = plan.IndexEntry{Node: p.Node, File: p.Node + ".json", Digest: p.Digest}, err
+			}
+		})
+	}
+	for i := range plans {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	idx := plan.Index{FormatVersion: plan.FormatVersion, Kind: plan.IndexKind, Cluster: cluster, Plans: entries}
 	keep := map[string]bool{}
-	for _, f := range files {
-		if err := WriteFileAtomic(filepath.Join(dir, f.Name), f.Data); err != nil {
-			return err
-		}
-		var p struct {
-			Digest string `json:"digest"`
-		}
-		_ = json.Unmarshal(f.Data, &p)
-		idx.Plans = append(idx.Plans, plan.IndexEntry{Node: f.Node, File: f.Name, Digest: p.Digest})
-		keep[f.Name] = true
+	for _, e := range entries {
+		keep[e.File] = true
 	}
 	if old, err := os.ReadFile(filepath.Join(dir, plan.IndexFile)); err == nil {
 		var prev plan.Index

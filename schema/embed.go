@@ -1,5 +1,7 @@
 // Package schema embeds the CUE schema of the intent (#Intent, #Cluster).
 // `hnsplan schema` prints it so users can vendor it into their own CUE module.
+// It also embeds the schema of the plan files (#NodePlan, #PlanIndex),
+// which tests validate every emitted plan against.
 package schema
 
 import _ "embed"
@@ -13,3 +15,14 @@ const Filename = "hnsplan:schema/cluster.cue"
 //
 //go:embed cluster.cue
 var Source []byte
+
+// PlanFilename is the name the embedded plan schema carries in error
+// positions.
+const PlanFilename = "hnsplan:schema/plan.cue"
+
+// PlanSource is the text of the plan schema (#NodePlan, #PlanIndex),
+// package schema. It refers to definitions of Source (#Networking): compile
+// the two files together.
+//
+//go:embed plan.cue
+var PlanSource []byte

@@ -26,7 +26,7 @@ type compiled struct {
 
 // compileDir loads, vets and compiles dir. It returns an *exitError for a
 // usage error; findings with errors are the caller's to report.
-func compileDir(dir string, inventory []string) (*compiled, error) {
+func compileDir(dir string, inventory []string, updateLock bool) (*compiled, error) {
 	in, findings, err := intent.Load(dir, intent.Options{Inventory: inventory})
 	var pe *intent.PathError
 	if errors.As(err, &pe) {
@@ -39,6 +39,9 @@ func compileDir(dir string, inventory []string) (*compiled, error) {
 		return nil, &exitError{code: exitInvalid, err: err}
 	}
 	findings = check.Vet(in, findings, cat)
+	if updateLock {
+		findings = compiler.ForUpdateLock(findings)
+	}
 	c := &compiled{in: in, findings: findings}
 	if findings.HasErrors() || in.Cluster == nil {
 		return c, nil
@@ -80,7 +83,7 @@ Blocks the compiler allocates are pinned by hnsplan.lock.json beside the intent;
 			if outDir == "" {
 				return errors.New("compile needs -o OUTDIR, the directory to write the plans into")
 			}
-			c, err := compileDir(args[0], inventory)
+			c, err := compileDir(args[0], inventory, updateLock)
 			if err != nil {
 				return err
 			}
@@ -92,17 +95,14 @@ Blocks the compiler allocates are pinned by hnsplan.lock.json beside the intent;
 				fmt.Fprintf(errOut, "%s: invalid: %s; no plan written\n", args[0], c.findings.Summary())
 				return &exitError{code: exitInvalid}
 			}
-			files, err := compiler.EncodePlans(c.result.Plans)
-			if err == nil {
-				err = compiler.WriteDir(outDir, c.in.Cluster.Name, files)
-			}
+			err = compiler.WritePlans(outDir, c.in.Cluster.Name, c.result.Plans)
 			if err == nil && updateLock {
 				err = compiler.WriteFileAtomic(filepath.Join(args[0], intent.LockFile), c.result.IPAM.Lock.Encode())
 			}
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
-			msg := fmt.Sprintf("%s: wrote %s and %s to %s", args[0], plural(len(files), "plan"), plan.IndexFile, outDir)
+			msg := fmt.Sprintf("%s: wrote %s and %s to %s", args[0], plural(len(c.result.Plans), "plan"), plan.IndexFile, outDir)
 			if updateLock {
 				msg += "; updated " + intent.LockFile
 			}
@@ -131,7 +131,7 @@ Findings go to stderr.`,
 			if err := g.checkOutput(cmd, "text", "json", "yaml"); err != nil {
 				return err
 			}
-			c, err := compileDir(args[0], inventory)
+			c, err := compileDir(args[0], inventory, false)
 			if err != nil {
 				return err
 			}

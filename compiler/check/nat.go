@@ -22,7 +22,7 @@ func nat(x *checker) {
 		pools := x.PoolsOf[n.Name]
 		natOut := slices.ContainsFunc(pools, func(p *topology.Pool) bool { return p.NATOutgoing })
 		if x.usesPodCIDR() {
-			natOut = true // flannel and win-bridge NAT outgoing pod traffic
+			natOut = x.PodCIDRNATOutgoing(n)
 		}
 		if !natOut {
 			continue // no natOutgoing pool: no OutBoundNAT policy, nothing to list

@@ -144,7 +144,7 @@ func Assign(t *topology.Topology, inv intent.Inventory, lock *intent.Lock, podCI
 			a.allocate(n)
 		}
 	}
-	r.Lock = updatedLock(lock, r)
+	r.Lock = updatedLock(lock, r, t)
 	return r
 }
 
@@ -234,12 +234,24 @@ func nthBlock(pool netip.Prefix, bits int, i *big.Int) netip.Prefix {
 }
 
 // updatedLock returns lock (or a new one) with an entry for every block
-// the compiler allocated; existing entries are kept as they are.
-func updatedLock(lock *intent.Lock, r *Result) *intent.Lock {
+// the compiler allocated. Existing entries are kept — those of removed
+// nodes too, so their blocks are not reused while the nodes may still be
+// draining — except blocks that are no block of an enabled pool.
+func updatedLock(lock *intent.Lock, r *Result, t *topology.Topology) *intent.Lock {
 	out := &intent.Lock{FormatVersion: intent.LockFormatVersion, Blocks: map[string][]netip.Prefix{}}
 	if lock != nil {
 		for k, v := range lock.Blocks {
-			out.Blocks[k] = slices.Clone(v)
+			var keep []netip.Prefix
+			for _, b := range v {
+				if slices.ContainsFunc(t.Pools, func(p *topology.Pool) bool {
+					return p.BlockSize == b.Bits() && p.CIDR.Contains(b.Addr())
+				}) {
+					keep = append(keep, b)
+				}
+			}
+			if len(keep) > 0 {
+				out.Blocks[k] = keep
+			}
 		}
 	}
 	for node, b := range r.Blocks {

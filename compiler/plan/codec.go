@@ -20,12 +20,12 @@ func Encode(p *NodePlan) ([]byte, error) {
 	p.Digest = ""
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false) // "0E-2A-<ip hex>", not "\u003cip hex\u003e"
 	if err := enc.Encode(p); err != nil {
 		return nil, fmt.Errorf("plan: encode node %s: %w", p.Node, err)
 	}
-	b := buf.Bytes() // Encode ends it with a newline
+	compact := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	b := append(indent(make([]byte, 0, len(compact)*3/2), compact), '\n')
 	sum := sha256.Sum256(b)
 	p.Digest = "sha256:" + hex.EncodeToString(sum[:])
 	// The first `"digest": ""` is the top-level one: the fields before it

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -141,7 +142,12 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 	case TypeRemoteSubnetRoute:
 		s = &RemoteSubnetRouteSetting{}
 	default:
-		*p = Policy{Type: w.Type, Settings: Raw{Type: w.Type, JSON: w.Settings}}
+		// Compact, so a decoded plan re-encodes to the same bytes.
+		var c bytes.Buffer
+		if err := json.Compact(&c, w.Settings); err != nil {
+			return fmt.Errorf("plan: %s policy: %w", w.Type, err)
+		}
+		*p = Policy{Type: w.Type, Settings: Raw{Type: w.Type, JSON: c.Bytes()}}
 		return nil
 	}
 	if len(w.Settings) > 0 && string(w.Settings) != "null" {

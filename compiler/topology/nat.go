@@ -50,3 +50,23 @@ func mergePrefixes(ps []netip.Prefix) []netip.Prefix {
 	}
 	return out
 }
+
+// PoolContaining returns the enabled pool that contains block, or nil.
+func (t *Topology) PoolContaining(block netip.Prefix) *Pool {
+	for _, p := range t.Pools {
+		if p.CIDR.Bits() <= block.Bits() && p.CIDR.Contains(block.Addr()) {
+			return p
+		}
+	}
+	return nil
+}
+
+// PodCIDRNATOutgoing reports whether pods on a node with a podCIDR (flannel,
+// host-local IPAM) are NATed outbound: as the pool holding the podCIDR
+// says, and yes when no pool does (flannel's and win-bridge's default).
+func (t *Topology) PodCIDRNATOutgoing(n *intent.Node) bool {
+	if p := t.PoolContaining(n.PodCIDR); n.PodCIDR.IsValid() && p != nil {
+		return p.NATOutgoing
+	}
+	return true
+}

@@ -63,9 +63,13 @@ cluster: {
 		fmt.Fprintf(&b, "\t\"win-%04d\": #win & {address: \"172.20.%d.%d/16\", labels: {pool: \"p%04d\", zone: \"z%d\"}}\n",
 			i, i/250, i%250+2, i%s.Pools, i%3)
 	}
+	// Linux nodes share the pools; each claims the last block of its pool,
+	// as a BlockAffinity would show, so that every Windows plan routes to
+	// every Linux node too.
 	for i := range s.Linux {
-		fmt.Fprintf(&b, "\t\"linux-%04d\": {os: \"linux\", address: \"172.21.%d.%d/16\", labels: {zone: \"z%d\"}}\n",
-			i, i/250, i%250+2, i%3)
+		pool := i % s.Pools
+		fmt.Fprintf(&b, "\t\"linux-%04d\": {os: \"linux\", address: \"172.21.%d.%d/16\", labels: {pool: \"p%04d\", zone: \"z%d\"}, blocks: [\"10.%d.%d.192/26\"]}\n",
+			i, i/250, i%250+2, pool, i%3, 128+pool/16, (pool%16)*16+15)
 	}
 	b.WriteString("}\n")
 	files["nodes.cue"] = b.String()
