@@ -10,7 +10,6 @@ import (
 	"sync"
 	"testing"
 
-
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
