@@ -23,20 +23,26 @@ check:
 	GOOS=windows $(GO) build ./...
 	GOOS=windows $(GO) vet ./...
 
-# Vet every bundled example, then show the calico-vxlan intent.
+# Vet every bundled example, compile the calico-vxlan one, and show the
+# dry run of one of its Windows nodes.
 demo: build
-	@for d in examples/*/; do $(BIN)/hnsplan vet $${d%/} || exit 1; done
+	@for d in examples/*/; do $(BIN)/hnsplan vet --severity warning $${d%/} || exit 1; done
 	@echo
-	@echo "== examples/calico-vxlan: the intent hnsplan checked =="
-	@for f in examples/calico-vxlan/*.cue; do echo "-- $$f"; cat $$f; done
+	$(BIN)/hnsplan compile examples/calico-vxlan -o $(BIN)/plans/calico-vxlan
+	@echo
+	$(BIN)/hnsplan plan examples/calico-vxlan --node win-1
 
-# Load time of the 1,000-Windows-node intent against CUE's own export of
-# it, then the peak memory of `hnsplan vet` on it.
+# Load, vet and compile of the 1,000-Windows + 100-Linux-node intent
+# against CUE's own export of it (benchstat bin/bench.txt), then the wall
+# time and peak memory of `hnsplan vet` and `hnsplan compile` on it.
 bench: build
-	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./compiler/intent ./compiler/check | tee $(BIN)/bench.txt
-	@dir=$$(mktemp -d) && $(GO) run ./compiler/internal/synth/gen $$dir && \
-	  if [ -x /usr/bin/time ]; then /usr/bin/time -f 'hnsplan vet (1,000 Windows nodes): %M KiB peak RSS, %e s' $(BIN)/hnsplan vet $$dir; \
-	  else $(BIN)/hnsplan vet $$dir; fi; rm -rf $$dir
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./compiler/intent ./compiler/check ./compiler ./compiler/selector | tee $(BIN)/bench.txt
+	@dir=$$(mktemp -d) && $(GO) run ./compiler/internal/synth/gen $$dir/intent && \
+	  t=$$(command -v /usr/bin/time || true); \
+	  for cmd in "vet --severity warning $$dir/intent" "compile $$dir/intent -o $$dir/plans"; do \
+	    if [ -n "$$t" ]; then $$t -f "hnsplan $${cmd%% *}: %M KiB peak RSS, %e s wall" $(BIN)/hnsplan $$cmd >/dev/null; \
+	    else $(BIN)/hnsplan $$cmd >/dev/null; fi; \
+	  done; du -sh $$dir/plans; rm -rf $$dir
 
 # Coverage-guided fuzzing of the manifest reader and the CUE loader.
 fuzz:

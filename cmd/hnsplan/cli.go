@@ -130,6 +130,7 @@ func (g *globalFlags) useColor(w io.Writer) bool {
 
 func newVetCmd(g *globalFlags) *cobra.Command {
 	var inventory []string
+	var minSeverity string
 	cmd := &cobra.Command{
 		Use:   "vet DIR",
 		Short: "Check an intent directory against the schema and every Windows constraint",
@@ -140,6 +141,10 @@ each with the file:line:col of its cause. It exits 1 if any finding is an error.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.checkOutput(cmd, "text", "json"); err != nil {
 				return err
+			}
+			min, err := diag.ParseSeverity(minSeverity)
+			if err != nil {
+				return fmt.Errorf("--severity: %v", err)
 			}
 			in, findings, err := intent.Load(args[0], intent.Options{Inventory: inventory})
 			var pe *intent.PathError
@@ -152,22 +157,30 @@ each with the file:line:col of its cause. It exits 1 if any finding is an error.
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
-			return report(cmd, g, args[0], in, check.Vet(in, findings, cat))
+			return report(cmd, g, args[0], in, check.Vet(in, findings, cat), min)
 		},
 	}
 	cmd.Flags().StringArrayVar(&inventory, "inventory", nil, "live-state file (kubectl get ... -o yaml); repeatable")
+	cmd.Flags().StringVar(&minSeverity, "severity", "info", "list findings of at least this severity: error, warning or info (the summary counts all)")
 	g.outputFlag(cmd, "text", "json")
 	return cmd
 }
 
-// report prints findings and a summary, and returns the exit status.
-func report(cmd *cobra.Command, g *globalFlags, dir string, in *intent.Intent, findings diag.List) error {
+// report prints the findings of at least severity min and a summary of
+// all, and returns the exit status.
+func report(cmd *cobra.Command, g *globalFlags, dir string, in *intent.Intent, findings diag.List, min diag.Severity) error {
 	out := cmd.OutOrStdout()
+	var shown diag.List
+	for _, f := range findings {
+		if f.Severity >= min {
+			shown = append(shown, f)
+		}
+	}
 	var err error
 	if g.output == "json" {
-		err = findings.WriteJSON(out)
+		err = shown.WriteJSON(out)
 	} else {
-		err = findings.WriteText(out, g.useColor(out))
+		err = shown.WriteText(out, g.useColor(out))
 		if err == nil {
 			_, err = fmt.Fprintln(out, summary(dir, in, findings))
 		}

@@ -57,7 +57,7 @@ func compileDir(dir string, inventory []string, updateLock bool) (*compiled, err
 func notable(l diag.List) diag.List {
 	var out diag.List
 	for _, f := range l {
-		if f.Severity > diag.Info {
+		if f.Severity >= diag.Warning {
 			out = append(out, f)
 		}
 	}

@@ -3,11 +3,7 @@ package intent
 import (
 	"testing"
 
-	"cuelang.org/go/cue"
-	"cuelang.org/go/cue/load"
-
 	"github.com/hnsplan/hnsplan/compiler/internal/synth"
-	"github.com/hnsplan/hnsplan/schema"
 )
 
 func benchDir(b *testing.B) string {
@@ -32,19 +28,11 @@ func BenchmarkLoad(b *testing.B) {
 }
 
 // BenchmarkCUEExport is the baseline: what CUE alone does with the same
-// intent — `cue export` with the schema applied: load the package, unify
-// with #Intent, validate concrete, export JSON.
+// intent (ExportCUE).
 func BenchmarkCUEExport(b *testing.B) {
 	dir := benchDir(b)
 	for b.Loop() {
-		ctx := newContext()
-		def := ctx.CompileBytes(schema.Source, cue.Filename(schema.Filename)).LookupPath(cue.ParsePath("#Intent"))
-		inst := load.Instances([]string{"."}, &load.Config{Dir: dir})[0]
-		v := def.Unify(ctx.BuildInstance(inst))
-		if err := v.Validate(cue.Concrete(true)); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := v.MarshalJSON(); err != nil {
+		if _, err := ExportCUE(dir); err != nil {
 			b.Fatal(err)
 		}
 	}

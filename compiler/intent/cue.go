@@ -381,3 +381,20 @@ func relativeTo() func(string) string {
 		return name
 	}
 }
+
+// ExportCUE is CUE alone on the intent in dir: load the package, unify it
+// with #Intent, validate, export JSON — what `cue export` with the schema
+// does. It is the baseline the benchmarks hold Load and compile against.
+func ExportCUE(dir string) ([]byte, error) {
+	ctx := newContext()
+	def := ctx.CompileBytes(schema.Source, cue.Filename(schema.Filename)).LookupPath(cue.ParsePath("#Intent"))
+	inst := load.Instances([]string{"."}, &load.Config{Dir: dir})[0]
+	if inst.Err != nil {
+		return nil, inst.Err
+	}
+	v := def.Unify(ctx.BuildInstance(inst))
+	if err := v.Validate(cue.Concrete(true)); err != nil {
+		return nil, err
+	}
+	return v.MarshalJSON()
+}
