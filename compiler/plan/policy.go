@@ -141,6 +141,8 @@ func (p *Policy) UnmarshalJSON(b []byte) error {
 		s = &SDNRoute{}
 	case TypeRemoteSubnetRoute:
 		s = &RemoteSubnetRouteSetting{}
+	case TypeACL:
+		s = &ACL{}
 	default:
 		// Compact, so a decoded plan re-encodes to the same bytes.
 		var c bytes.Buffer
@@ -178,6 +180,8 @@ func deref(s Settings) Settings {
 	case *SDNRoute:
 		return *v
 	case *RemoteSubnetRouteSetting:
+		return *v
+	case *ACL:
 		return *v
 	}
 	return s

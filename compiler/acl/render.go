@@ -1,0 +1,474 @@
+package acl
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/compiler/selector"
+)
+
+// Priorities (Calico's values: research/calico-windows.md §1.5).
+const (
+	HostToEndpointPriority = 900
+	BasePriority           = 1000
+	MaxPriority            = 65000
+	// ChunkSize is the most entries one address or port list carries;
+	// longer lists are cut and combined as a cross product.
+	ChunkSize = 4000
+)
+
+// Renderer renders endpoints' ACL lists from one program. It caches parsed
+// selectors and selector matches; it is safe for concurrent use.
+type Renderer struct {
+	prog  *plan.Program
+	world *World
+
+	mu        sync.Mutex
+	selectors map[string]selector.Selector
+	members   map[string]prefixSet // by "ns|sel|nssel": the addresses of the pods matched
+	errs      map[string]error
+}
+
+// NewRenderer returns a renderer of prog over world.
+func NewRenderer(prog *plan.Program, world *World) *Renderer {
+	return &Renderer{prog: prog, world: world, selectors: map[string]selector.Selector{},
+		members: map[string]prefixSet{}, errs: map[string]error{}}
+}
+
+// concrete is a rule specialised to one endpoint, its sets resolved.
+type concrete struct {
+	id          string
+	action      string // Allow, Deny or Pass
+	proto       protoSet
+	remote      prefixSet
+	localPorts  portSet
+	remotePorts portSet
+}
+
+func (c concrete) catchAll() bool {
+	return c.proto.any && c.remote.any && c.localPorts.any && c.remotePorts.any
+}
+
+// intersect narrows c by d: the traffic both match, with d's action and id.
+func (c concrete) intersect(d concrete) (concrete, bool) {
+	x := concrete{id: d.id, action: d.action,
+		proto: c.proto.intersect(d.proto), remote: c.remote.intersect(d.remote),
+		localPorts: c.localPorts.intersect(d.localPorts), remotePorts: c.remotePorts.intersect(d.remotePorts)}
+	return x, !(x.proto.empty() || x.remote.empty() || x.localPorts.empty() || x.remotePorts.empty())
+}
+
+// Render returns ep's ingress and egress ACL lists.
+func (r *Renderer) Render(ep *Pod) (in, out []plan.ACL, err error) {
+	if in, err = r.direction(ep, true); err != nil {
+		return nil, nil, err
+	}
+	if out, err = r.direction(ep, false); err != nil {
+		return nil, nil, err
+	}
+	return in, out, nil
+}
+
+type tierRules struct {
+	name          string
+	defaultAction string
+	rules         []concrete
+}
+
+func (r *Renderer) direction(ep *Pod, ingress bool) ([]plan.ACL, error) {
+	dir := "out"
+	if ingress {
+		dir = "in"
+	}
+	var tiers []tierRules
+	for _, t := range r.prog.Tiers {
+		applies := false
+		var rules []concrete
+		for i := range t.Policies {
+			pol := &t.Policies[i]
+			if ingress && !pol.Ingress || !ingress && !pol.Egress {
+				continue
+			}
+			ok, err := r.matches(pol.Selector, r.world.EndpointLabels(ep))
+			if err == nil && ok && pol.NamespaceSelector != "" {
+				ok, err = r.matches(pol.NamespaceSelector, r.world.NamespaceLabels(ep.Namespace))
+			}
+			if err != nil {
+				return nil, fmt.Errorf("policy %s: %w", pol.ID, err)
+			}
+			if !ok {
+				continue
+			}
+			applies = true
+			src := pol.IngressRules
+			if !ingress {
+				src = pol.EgressRules
+			}
+			for j := range src {
+				cs, err := r.concretize(&src[j], ep, ingress)
+				if err != nil {
+					return nil, fmt.Errorf("rule %s: %w", src[j].ID, err)
+				}
+				rules = append(rules, cs...)
+			}
+		}
+		if applies {
+			tiers = append(tiers, tierRules{name: t.Name, defaultAction: t.DefaultAction, rules: rules})
+		}
+	}
+	var list []concrete
+	if len(tiers) == 0 {
+		list = []concrete{allowAll("no-policy-" + dir)}
+	} else {
+		memo := map[int][]concrete{}
+		list = flatten(tiers, 0, dir, memo)
+	}
+	return r.acls(list, ep, ingress)
+}
+
+func allowAll(id string) concrete {
+	return concrete{id: id, action: "Allow", proto: anyProto, remote: anyAddr, localPorts: anyPort, remotePorts: anyPort}
+}
+
+// flatten turns tiers[i:] into one list of Allow and Deny rules: a Pass
+// rule becomes its intersection with each rule of the rest. Traffic that
+// passes every tier reaches the profile, which allows (Calico's semantics
+// on Linux; Calico for Windows blocks it instead, issue #13208).
+func flatten(tiers []tierRules, i int, dir string, memo map[int][]concrete) []concrete {
+	if l, ok := memo[i]; ok {
+		return l
+	}
+	if i == len(tiers) {
+		return []concrete{allowAll("profile-" + dir)}
+	}
+	t := tiers[i]
+	var out []concrete
+	for _, c := range t.rules {
+		switch c.action {
+		case "Allow", "Deny":
+			out = append(out, c)
+		case "Pass":
+			for _, d := range flatten(tiers, i+1, dir, memo) {
+				if x, ok := c.intersect(d); ok {
+					out = append(out, x)
+				}
+			}
+		}
+		if n := len(out); n > 0 && out[n-1].catchAll() {
+			memo[i] = out // the rest is unreachable
+			return out
+		}
+	}
+	if t.defaultAction == "Pass" {
+		out = append(out, flatten(tiers, i+1, dir, memo)...)
+	} else {
+		out = append(out, concrete{id: "tier-" + t.name + "-end-" + dir, action: "Deny",
+			proto: anyProto, remote: anyAddr, localPorts: anyPort, remotePorts: anyPort})
+	}
+	memo[i] = out
+	return out
+}
+
+// matches evaluates a selector over labels.
+func (r *Renderer) matches(sel string, labels map[string]string) (bool, error) {
+	s, err := r.selector(sel)
+	if err != nil {
+		return false, err
+	}
+	return s.Evaluate(labels), nil
+}
+
+func (r *Renderer) selector(sel string) (selector.Selector, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s, ok := r.selectors[sel]; ok {
+		return s, nil
+	}
+	if err, ok := r.errs[sel]; ok {
+		return selector.Selector{}, err
+	}
+	s, err := selector.Parse(sel)
+	if err != nil {
+		r.errs[sel] = err
+		return selector.Selector{}, err
+	}
+	r.selectors[sel] = s
+	return s, nil
+}
+
+// selects reports whether the endpoint side constraints of m (selector,
+// namespace, namespace selector) hold for p; true when m has none.
+func (r *Renderer) selects(m *plan.Match, p *Pod) (bool, error) {
+	if m.Namespace != "" && p.Namespace != m.Namespace {
+		return false, nil
+	}
+	if m.NamespaceSelector != "" {
+		ok, err := r.matches(m.NamespaceSelector, r.world.NamespaceLabels(p.Namespace))
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	if m.Selector != "" {
+		return r.matches(m.Selector, r.world.EndpointLabels(p))
+	}
+	return true, nil
+}
+
+func hasSelector(m *plan.Match) bool {
+	return m.Selector != "" || m.Namespace != "" || m.NamespaceSelector != ""
+}
+
+// members returns the addresses of the pods m's endpoint constraints select.
+func (r *Renderer) membersOf(m *plan.Match) (prefixSet, error) {
+	key := m.Namespace + "|" + m.Selector + "|" + m.NamespaceSelector
+	r.mu.Lock()
+	s, ok := r.members[key]
+	r.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	var ps []netip.Prefix
+	for _, p := range r.world.Pods {
+		ok, err := r.selects(m, p)
+		if err != nil {
+			return prefixSet{}, err
+		}
+		if ok {
+			ps = append(ps, netip.PrefixFrom(p.IP, p.IP.BitLen()))
+		}
+	}
+	s = setOf(ps)
+	r.mu.Lock()
+	r.members[key] = s
+	r.mu.Unlock()
+	return s, nil
+}
+
+// concretize specialises rule to ep. It returns no rule when the local
+// side cannot be ep, or nothing on the remote side can match.
+func (r *Renderer) concretize(rule *plan.PolicyRule, ep *Pod, ingress bool) ([]concrete, error) {
+	local, remote := &rule.Local, &rule.Remote
+	// Local side: decided here, for this endpoint.
+	if local.Nets != nil && !slices.ContainsFunc(local.Nets, func(p netip.Prefix) bool { return p.Contains(ep.IP) }) {
+		return nil, nil
+	}
+	if ok, err := r.selects(local, ep); err != nil || !ok {
+		return nil, err
+	}
+	if local.NotSelector != "" {
+		if ok, err := r.matches(local.NotSelector, r.world.EndpointLabels(ep)); err != nil || ok {
+			return nil, err
+		}
+	}
+	proto := anyProto
+	if rule.Protocol != 0 {
+		proto = protoSet{nums: []int{rule.Protocol}}
+	} else if len(rule.NotProtocols) > 0 {
+		var nums []int
+		for n := 0; n <= 255; n++ {
+			if !slices.Contains(rule.NotProtocols, n) {
+				nums = append(nums, n)
+			}
+		}
+		proto = protoSet{nums: nums}
+	}
+	localPorts := anyPort
+	if local.Ports != nil || local.NamedPorts != nil {
+		rs := slices.Clone(local.Ports)
+		for _, name := range local.NamedPorts {
+			for _, np := range ep.Ports {
+				if np.Name == name && proto.contains(np.Protocol) {
+					rs = append(rs, plan.PortRange{First: np.Port, Last: np.Port})
+				}
+			}
+		}
+		if len(rs) == 0 {
+			return nil, nil // only named ports, none of them on this endpoint
+		}
+		localPorts = portsOf(rs)
+	}
+
+	// Remote side: the addresses it may have.
+	addrs := anyAddr
+	if remote.Nets != nil {
+		addrs = setOf(remote.Nets)
+	}
+	if hasSelector(remote) {
+		m, err := r.membersOf(remote)
+		if err != nil {
+			return nil, err
+		}
+		addrs = addrs.intersect(m)
+	}
+	if remote.NotSelector != "" {
+		m, err := r.membersOf(&plan.Match{Selector: remote.NotSelector})
+		if err != nil {
+			return nil, err
+		}
+		addrs = addrs.minus(m)
+	}
+	if addrs.empty() {
+		return nil, nil
+	}
+	base := concrete{id: rule.ID, action: rule.Action, proto: proto, remote: addrs, localPorts: localPorts, remotePorts: anyPort}
+	if remote.Ports == nil && remote.NamedPorts == nil {
+		return []concrete{base}, nil
+	}
+	var out []concrete
+	if remote.Ports != nil {
+		c := base
+		c.remotePorts = portsOf(remote.Ports)
+		out = append(out, c)
+	}
+	if remote.NamedPorts != nil {
+		// A named port means a different number on each remote pod: one
+		// rule per number, over the pods that map the name to it.
+		byPort := map[uint16][]netip.Prefix{}
+		for _, p := range r.world.Pods {
+			if !addrs.any && !setContains(addrs, p.IP) {
+				continue
+			}
+			for _, name := range remote.NamedPorts {
+				for _, np := range p.Ports {
+					if np.Name == name && proto.contains(np.Protocol) {
+						byPort[np.Port] = append(byPort[np.Port], netip.PrefixFrom(p.IP, p.IP.BitLen()))
+					}
+				}
+			}
+		}
+		ports := make([]uint16, 0, len(byPort))
+		for port := range byPort {
+			ports = append(ports, port)
+		}
+		slices.Sort(ports)
+		for _, port := range ports {
+			c := base
+			c.remote = setOf(byPort[port])
+			c.remotePorts = portSet{ranges: []plan.PortRange{{First: port, Last: port}}}
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func setContains(s prefixSet, a netip.Addr) bool {
+	i, found := slices.BinarySearchFunc(s.ps, a, func(p netip.Prefix, a netip.Addr) int {
+		if p.Contains(a) {
+			return 0
+		}
+		return p.Addr().Compare(a)
+	})
+	_ = i
+	return found
+}
+
+// acls lays the rules out as HNS ACLs with strictly increasing priorities.
+func (r *Renderer) acls(list []concrete, ep *Pod, ingress bool) ([]plan.ACL, error) {
+	dir, hnsDir := "out", "Out"
+	if ingress {
+		dir, hnsDir = "in", "In"
+	}
+	var out []plan.ACL
+	if ingress && len(r.world.HostAddrs) > 0 {
+		var hosts []netip.Prefix
+		for _, a := range r.world.HostAddrs {
+			hosts = append(hosts, netip.PrefixFrom(a, a.BitLen()))
+		}
+		out = append(out, plan.ACL{Id: "allow-host-to-endpoint", Protocols: strconv.Itoa(plan.ProtocolAny), Action: "Allow",
+			Direction: hnsDir, RemoteAddresses: joinPrefixes(setOf(hosts).ps), RuleType: "Switch", Priority: HostToEndpointPriority})
+	}
+	prio := BasePriority
+	for _, c := range list {
+		if c.remote.any == false && len(c.remote.ps) > 0 {
+			// IPv6 addresses cannot match on a Windows (IPv4) endpoint.
+			c.remote = prefixSet{ps: ipv4Only(c.remote.ps)}
+			if c.remote.empty() {
+				continue
+			}
+		}
+		action := "Allow"
+		if c.action == "Deny" {
+			action = "Block"
+		}
+		protocols := strconv.Itoa(plan.ProtocolAny)
+		if !c.proto.any {
+			s := make([]string, len(c.proto.nums))
+			for i, n := range c.proto.nums {
+				s[i] = strconv.Itoa(n)
+			}
+			protocols = strings.Join(s, ",")
+		}
+		n := 0
+		for _, addrs := range chunkPrefixes(c.remote) {
+			for _, lp := range chunkPorts(c.localPorts) {
+				for _, rp := range chunkPorts(c.remotePorts) {
+					if prio > MaxPriority {
+						return nil, fmt.Errorf("endpoint %s: more than %d %s ACLs", ep.Key(), MaxPriority-BasePriority, dir)
+					}
+					out = append(out, plan.ACL{Id: fmt.Sprintf("%s-%d", c.id, n), Protocols: protocols, Action: action,
+						Direction: hnsDir, RemoteAddresses: addrs, LocalPorts: lp, RemotePorts: rp, RuleType: "Switch", Priority: uint16(prio)})
+					n++
+					prio++
+				}
+			}
+		}
+	}
+	out = append(out, plan.ACL{Id: "host-" + dir, Protocols: strconv.Itoa(plan.ProtocolAny), Action: "Allow", Direction: hnsDir, RuleType: "Host", Priority: 0})
+	return out, nil
+}
+
+func ipv4Only(ps []netip.Prefix) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		if p.Addr().Is4() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func joinPrefixes(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		if p.IsSingleIP() {
+			s[i] = p.Addr().String() + "/" + strconv.Itoa(p.Bits())
+		} else {
+			s[i] = p.String()
+		}
+	}
+	return strings.Join(s, ",")
+}
+
+func chunkPrefixes(s prefixSet) []string {
+	if s.any {
+		return []string{""}
+	}
+	var out []string
+	for i := 0; i < len(s.ps); i += ChunkSize {
+		out = append(out, joinPrefixes(s.ps[i:min(i+ChunkSize, len(s.ps))]))
+	}
+	return out
+}
+
+func chunkPorts(s portSet) []string {
+	if s.any {
+		return []string{""}
+	}
+	var out []string
+	for i := 0; i < len(s.ranges); i += ChunkSize {
+		var parts []string
+		for _, r := range s.ranges[i:min(i+ChunkSize, len(s.ranges))] {
+			if r.First == r.Last {
+				parts = append(parts, strconv.Itoa(int(r.First)))
+			} else {
+				parts = append(parts, fmt.Sprintf("%d-%d", r.First, r.Last))
+			}
+		}
+		out = append(out, strings.Join(parts, ","))
+	}
+	return out
+}

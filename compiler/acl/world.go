@@ -1,0 +1,125 @@
+// Package acl renders one endpoint's HNS ACL list from the compiled policy
+// program (plan.Program) and the pods and namespaces it knows: the
+// inventory at compile time, the live cluster in the agent. It imports no
+// CUE and no client-go.
+//
+// # The rendered list
+//
+// Per direction, the list is ordered by Priority, strictly increasing from
+// 1000 (no two ACLs share a priority, so HNS's tie-breaking never matters):
+//
+//   - ingress starts with allow-host-to-endpoint (priority 900): the node's
+//     own addresses reach its pods (kubelet probes), as Calico does;
+//   - then the endpoint's policies, tier by tier, rule by rule, already
+//     flattened: a Pass rule is replaced by its intersection with every
+//     rule of the next applying tier, so HNS only sees Allow and Block;
+//   - then the tier's end: Block when any policy of a tier applies to the
+//     endpoint in that direction and no rule matched (a tier whose
+//     defaultAction is Pass goes on to the next tier instead), Allow when
+//     no policy applies at all (the namespace profile allows);
+//   - and, as Calico installs them, an Allow of RuleType Host at priority 0
+//     for each direction, which the l2bridge host path needs.
+//
+// Every rule is specialised to the endpoint: a constraint on the local side
+// (the destination of ingress, the source of egress) is evaluated here —
+// the rule is dropped if the endpoint does not satisfy it, and the
+// constraint disappears if it does — so no ACL carries LocalAddresses.
+//
+// ACL Ids are "<rule id>-<n>" where the rule id is "<policy id>-<in|out><i>"
+// and n counts the ACLs one rule becomes (address and port lists are cut
+// at 4,000 entries and combined as a cross product, as Felix does).
+package acl
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/hnsplan/hnsplan/compiler/plan"
+)
+
+// Pod is a pod endpoint as the renderer sees it.
+type Pod struct {
+	Namespace, Name string
+	IP              netip.Addr
+	Labels          map[string]string
+	ServiceAccount  string
+	// Ports are the pod's container ports, for named ports.
+	Ports []NamedPort
+}
+
+// Key is "namespace/name".
+func (p *Pod) Key() string { return p.Namespace + "/" + p.Name }
+
+// NamedPort is a container port.
+type NamedPort struct {
+	Name     string
+	Protocol int // IANA number
+	Port     uint16
+}
+
+// World is what the renderer knows of the cluster: its pods and the labels
+// of its namespaces.
+type World struct {
+	Pods       []*Pod
+	Namespaces map[string]map[string]string
+	// HostAddrs are the node's own addresses (allow-host-to-endpoint).
+	HostAddrs []netip.Addr
+
+	endpointLabels map[*Pod]map[string]string
+	nsLabels       map[string]map[string]string
+}
+
+// NewWorld indexes pods and namespaces. Pods without an address are kept
+// out: they have no endpoint to match.
+func NewWorld(pods []*Pod, namespaces map[string]map[string]string, hostAddrs []netip.Addr) *World {
+	w := &World{Namespaces: namespaces, HostAddrs: hostAddrs,
+		endpointLabels: map[*Pod]map[string]string{}, nsLabels: map[string]map[string]string{}}
+	for _, p := range pods {
+		if p.IP.IsValid() {
+			w.Pods = append(w.Pods, p)
+		}
+	}
+	slices.SortFunc(w.Pods, func(a, b *Pod) int { return strings.Compare(a.Key(), b.Key()) })
+	for _, p := range w.Pods {
+		l := make(map[string]string, len(p.Labels)+3)
+		for k, v := range p.Labels {
+			l[k] = v
+		}
+		l[plan.LabelNamespace] = p.Namespace
+		l[plan.LabelOrchestrator] = "k8s"
+		if p.ServiceAccount != "" {
+			l[plan.LabelServiceAccount] = p.ServiceAccount
+		}
+		w.endpointLabels[p] = l
+	}
+	for ns, labels := range namespaces {
+		w.nsLabels[ns] = namespaceLabels(ns, labels)
+	}
+	return w
+}
+
+func namespaceLabels(ns string, labels map[string]string) map[string]string {
+	l := make(map[string]string, len(labels)+2)
+	for k, v := range labels {
+		l[k] = v
+	}
+	l[plan.LabelNamespaceName] = ns
+	if _, ok := l["kubernetes.io/metadata.name"]; !ok {
+		l["kubernetes.io/metadata.name"] = ns
+	}
+	return l
+}
+
+// EndpointLabels returns the labels selectors see on p: its own plus
+// projectcalico.org/namespace, /orchestrator and /serviceaccount.
+func (w *World) EndpointLabels(p *Pod) map[string]string { return w.endpointLabels[p] }
+
+// NamespaceLabels returns the labels namespace selectors see on ns: its
+// own plus projectcalico.org/name and kubernetes.io/metadata.name.
+func (w *World) NamespaceLabels(ns string) map[string]string {
+	if l, ok := w.nsLabels[ns]; ok {
+		return l
+	}
+	return namespaceLabels(ns, nil)
+}

@@ -1,0 +1,411 @@
+package policy
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/hnsplan/hnsplan/compiler/acl"
+	"github.com/hnsplan/hnsplan/compiler/diag"
+	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/compiler/selector"
+)
+
+// calico converts a projectcalico.org/v3 NetworkPolicy or GlobalNetworkPolicy.
+func (c *compiler) calico(cp *intent.CalicoPolicy) (plan.NetworkPolicy, bool) {
+	at := cp.Source.PosOf
+	ns := ""
+	id := "gnp." + cp.Name
+	if !cp.Global {
+		ns = namespaceOf(cp.Namespace)
+		id = "np." + ns + "." + cp.Name
+	}
+	ok := true
+	sel := cmp.Or(cp.Spec.Selector, "all()")
+	if !c.validSelector(sel, at("spec", "selector"), "spec.selector") {
+		return plan.NetworkPolicy{}, false
+	}
+	p := plan.NetworkPolicy{ID: id, Source: cp.Source.Pos.String(), Selector: sel}
+	if ns != "" {
+		p.Selector = and(fmt.Sprintf("%s == %q", plan.LabelNamespace, ns), sel)
+	}
+	if s := cp.Spec.NamespaceSelector; s != "" {
+		if !c.validSelector(s, at("spec", "namespaceSelector"), "spec.namespaceSelector") {
+			return plan.NetworkPolicy{}, false
+		}
+		if s != "global()" && s != "all()" {
+			p.NamespaceSelector = s
+		}
+	}
+	if cp.Spec.ServiceAccountSelector != "" {
+		c.report("manifest", at("spec", "serviceAccountSelector"), "spec.serviceAccountSelector",
+			"serviceAccountSelector needs ServiceAccount labels, which hnsplan does not read; select the pods by label, or by projectcalico.org/serviceaccount == \"<name>\"")
+		return plan.NetworkPolicy{}, false
+	}
+	if cp.Spec.DoNotTrack || cp.Spec.PreDNAT || cp.Spec.ApplyOnForward {
+		c.report("manifest", at("spec"), "spec", "doNotTrack, preDNAT and applyOnForward policies apply to host endpoints, which Windows nodes do not have")
+		return plan.NetworkPolicy{}, false
+	}
+	if len(cp.Spec.Types) == 0 {
+		p.Egress = len(cp.Spec.Egress) > 0
+		p.Ingress = len(cp.Spec.Ingress) > 0 || !p.Egress
+	}
+	for _, t := range cp.Spec.Types {
+		p.Ingress = p.Ingress || t == "Ingress"
+		p.Egress = p.Egress || t == "Egress"
+	}
+	for i := range cp.Spec.Ingress {
+		rules, good := c.calicoRule(cp, ns, id, i, true)
+		ok = ok && good
+		p.IngressRules = append(p.IngressRules, rules...)
+	}
+	for i := range cp.Spec.Egress {
+		rules, good := c.calicoRule(cp, ns, id, i, false)
+		ok = ok && good
+		p.EgressRules = append(p.EgressRules, rules...)
+	}
+	return p, ok
+}
+
+func (c *compiler) validSelector(s string, pos diag.Pos, path string) bool {
+	if _, err := selector.Parse(s); err != nil {
+		c.report("manifest", pos, path, "%v", err)
+		return false
+	}
+	return true
+}
+
+// calicoRule converts rule i of a direction. It returns no rule when the
+// rule cannot be enforced on Windows and dropping it fails closed.
+func (c *compiler) calicoRule(cp *intent.CalicoPolicy, ns, id string, i int, ingress bool) ([]plan.PolicyRule, bool) {
+	field, dir := "egress", "out"
+	rules := cp.Spec.Egress
+	if ingress {
+		field, dir, rules = "ingress", "in", cp.Spec.Ingress
+	}
+	r := rules[i]
+	at := func(p ...any) diag.Pos { return cp.Source.PosOf(append([]any{"spec", field, i}, p...)...) }
+	path := func(p string) string {
+		if p == "" {
+			return fmt.Sprintf("spec.%s[%d]", field, i)
+		}
+		return fmt.Sprintf("spec.%s[%d].%s", field, i, p)
+	}
+	allow := r.Action == "Allow"
+	out := plan.PolicyRule{ID: fmt.Sprintf("%s-%s%d", id, dir, i), Action: r.Action, Source: at().String()}
+	switch r.Action {
+	case "Log":
+		return nil, true // logs and goes on: no effect on the verdict
+	case "Pass":
+		c.report("policy-pass-action", at("action"), path("action"), "Pass is compiled exactly: the tiers are flattened into each endpoint's ACL list")
+	}
+	if r.IPVersion != nil && *r.IPVersion == 6 {
+		c.report("policy-ipv6", at("ipVersion"), path("ipVersion"), "the rule matches IPv6 only, which Windows pod networking does not carry; nothing is rendered for it")
+		return nil, true
+	}
+	// Protocol.
+	if r.Protocol != nil {
+		n, ok := c.protocol(*r.Protocol, at("protocol"), path("protocol"))
+		if !ok {
+			return nil, false
+		}
+		out.Protocol = n
+	}
+	if r.NotProtocol != nil {
+		n, ok := c.protocol(*r.NotProtocol, at("notProtocol"), path("notProtocol"))
+		if !ok {
+			return nil, false
+		}
+		switch {
+		case out.Protocol == n:
+			return nil, true // protocol X and not X: matches nothing
+		case out.Protocol == 0:
+			out.NotProtocols = []int{n}
+			c.report("policy-negated-match", at("notProtocol"), path("notProtocol"), "notProtocol %s is rendered as the list of every other protocol number", r.NotProtocol)
+		}
+	}
+	// ICMP type and code: no exact form on Windows.
+	if icmpTyped(r.ICMP) || icmpTyped(r.NotICMP) {
+		what := "icmp"
+		if !icmpTyped(r.ICMP) {
+			what = "notICMP"
+		}
+		if allow {
+			c.report("policy-icmp-type", at(what), path(what), "Windows ACLs cannot match an ICMP type or code: this Allow rule is dropped (fail closed)")
+			return nil, true
+		}
+		c.report("policy-icmp-type", at(what), path(what), "Windows ACLs cannot match an ICMP type or code: this %s rule is widened to all ICMP (fail closed)", r.Action)
+	}
+	if r.HTTP != nil {
+		if allow {
+			c.report("policy-application-layer", at("http"), path("http"), "HTTP matches need an application-layer proxy, which Windows nodes lack: this Allow rule is dropped (fail closed)")
+			return nil, true
+		}
+		c.report("policy-application-layer", at("http"), path("http"), "HTTP matches need an application-layer proxy, which Windows nodes lack: this %s rule is applied to all HTTP methods and paths (fail closed)", r.Action)
+	}
+	src, srcOK, srcSkip := c.entity(cp, ns, &r.Source, out.Protocol, allow, "source", at, path)
+	dst, dstOK, dstSkip := c.entity(cp, ns, &r.Destination, out.Protocol, allow, "destination", at, path)
+	if !srcOK || !dstOK {
+		return nil, false
+	}
+	if srcSkip || dstSkip {
+		return nil, true
+	}
+	if ingress {
+		out.Local, out.Remote = dst, src
+	} else {
+		out.Local, out.Remote = src, dst
+	}
+	return []plan.PolicyRule{out}, true
+}
+
+func icmpTyped(f *intent.ICMPFields) bool { return f != nil && (f.Type != nil || f.Code != nil) }
+
+func (c *compiler) protocol(p intent.Protocol, pos diag.Pos, path string) (int, bool) {
+	if p.Name == "" {
+		return p.Num, true
+	}
+	if n, ok := protocolNumber(p.Name); ok {
+		return n, true
+	}
+	c.report("policy-unknown-protocol", pos, path,
+		"protocol %q is not TCP, UDP, ICMP, ICMPv6, SCTP, UDPLite or a number 1-255 (Calico for Windows would widen it to every protocol)", p.Name)
+	return 0, false
+}
+
+// entity converts a source or destination. skip reports that the whole
+// rule is dropped (failing closed); ok false is an error.
+func (c *compiler) entity(cp *intent.CalicoPolicy, ns string, e *intent.EntityRule, proto int, allow bool, side string,
+	at func(...any) diag.Pos, path func(string) string) (m plan.Match, ok, skip bool) {
+	sidePath := func(f string) string { return path(side + "." + f) }
+	// Addresses: nets minus notNets, IPv4 only.
+	nets, v6 := splitV6(e.Nets)
+	if len(e.Nets) > 0 {
+		if len(nets) == 0 {
+			c.report("policy-ipv6", at(side, "nets"), sidePath("nets"), "the rule's nets are IPv6 only, which Windows pod networking does not carry; nothing is rendered for it")
+			return m, true, true
+		}
+		if v6 > 0 {
+			c.report("policy-ipv6", at(side, "nets"), sidePath("nets"), "%d IPv6 nets are left out (Windows pod networking is IPv4)", v6)
+		}
+		m.Nets = nets
+	}
+	if len(e.NotNets) > 0 {
+		notNets, _ := splitV6(e.NotNets)
+		base := m.Nets
+		if base == nil {
+			base = []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0")}
+		}
+		m.Nets = acl.Subtract(base, notNets)
+		if m.Nets == nil {
+			m.Nets = []netip.Prefix{}
+		}
+		c.report("policy-negated-match", at(side, "notNets"), sidePath("notNets"), "notNets %s is rendered as the positive list %s", prefixList(notNets), prefixList(m.Nets))
+	}
+	// Endpoints: selector, namespaceSelector, service accounts, services.
+	var sels []string
+	if e.Selector != "" {
+		if !c.validSelector(e.Selector, at(side, "selector"), sidePath("selector")) {
+			return m, false, false
+		}
+		sels = append(sels, e.Selector)
+	}
+	if sa := e.ServiceAccounts; sa != nil {
+		if sa.Selector != "" {
+			c.report("manifest", at(side, "serviceAccounts", "selector"), sidePath("serviceAccounts.selector"),
+				"serviceAccounts.selector needs ServiceAccount labels, which hnsplan does not read; list the names instead")
+			return m, false, false
+		}
+		if len(sa.Names) > 0 {
+			names := slices.Clone(sa.Names)
+			slices.Sort(names)
+			quoted := make([]string, len(names))
+			for i, n := range names {
+				quoted[i] = strconv.Quote(n)
+			}
+			sels = append(sels, fmt.Sprintf("%s in {%s}", plan.LabelServiceAccount, strings.Join(quoted, ", ")))
+		}
+	}
+	var svcPorts []plan.PortRange
+	var svcNamed []string
+	if sv := e.Services; sv != nil {
+		svc := c.service(sv.Namespace, sv.Name, ns)
+		if svc == nil || len(svc.Spec.Selector) == 0 {
+			if allow {
+				c.report("policy-application-layer", at(side, "services"), sidePath("services"),
+					"Service %s/%s is not known (or has no selector), so its endpoints cannot be listed: this Allow rule is dropped (fail closed)", cmp.Or(sv.Namespace, ns), sv.Name)
+				return m, true, true
+			}
+			c.report("policy-application-layer", at(side, "services"), sidePath("services"),
+				"Service %s/%s is not known (or has no selector): this %s rule is widened to every endpoint (fail closed)", cmp.Or(sv.Namespace, ns), sv.Name, "Deny")
+		} else {
+			keys := make([]string, 0, len(svc.Spec.Selector))
+			for k := range svc.Spec.Selector {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			var terms []string
+			for _, k := range keys {
+				terms = append(terms, fmt.Sprintf("%s == %q", k, svc.Spec.Selector[k]))
+			}
+			terms = append(terms, fmt.Sprintf("%s == %q", plan.LabelNamespace, svc.Namespace))
+			sels = append(sels, strings.Join(terms, " && "))
+			if side == "destination" {
+				for _, sp := range svc.Spec.Ports {
+					if n, _ := protocolNumber(string(cmp.Or(sp.Protocol, "TCP"))); proto != 0 && n != proto {
+						continue
+					}
+					tp := sp.TargetPort
+					switch {
+					case tp.Type == intstr.String:
+						svcNamed = append(svcNamed, tp.StrVal)
+					case tp.IntVal != 0:
+						svcPorts = append(svcPorts, plan.PortRange{First: uint16(tp.IntVal), Last: uint16(tp.IntVal)})
+					default:
+						svcPorts = append(svcPorts, plan.PortRange{First: uint16(sp.Port), Last: uint16(sp.Port)})
+					}
+				}
+			}
+		}
+	}
+	if len(sels) > 0 {
+		m.Selector = and(sels...)
+	}
+	switch nsSel := e.NamespaceSelector; {
+	case nsSel != "":
+		if !c.validSelector(nsSel, at(side, "namespaceSelector"), sidePath("namespaceSelector")) {
+			return m, false, false
+		}
+		if nsSel == "global()" || nsSel == "all()" {
+			if m.Selector == "" {
+				m.Selector = "all()"
+			}
+		} else {
+			m.NamespaceSelector = nsSel
+			if m.Selector == "" {
+				m.Selector = "all()"
+			}
+		}
+	case m.Selector != "" && ns != "":
+		m.Namespace = ns // a namespaced policy's selectors stay in its namespace
+	}
+	if e.NotSelector != "" {
+		if !c.validSelector(e.NotSelector, at(side, "notSelector"), sidePath("notSelector")) {
+			return m, false, false
+		}
+		m.NotSelector = e.NotSelector
+		if ns != "" {
+			m.NotSelector = and(fmt.Sprintf("%s == %q", plan.LabelNamespace, ns), e.NotSelector)
+		}
+		c.report("policy-negated-match", at(side, "notSelector"), sidePath("notSelector"),
+			"notSelector is rendered per endpoint as the addresses of every pod it does not select")
+	}
+	// Ports: numeric and named, minus notPorts.
+	if len(e.Ports) > 0 || len(svcPorts) > 0 || len(svcNamed) > 0 {
+		if proto != 6 && proto != 17 && proto != 132 && proto != 136 {
+			c.report("manifest", at(side, "ports"), sidePath("ports"), "ports need protocol TCP, UDP, SCTP or UDPLite")
+			return m, false, false
+		}
+		m.Ports, m.NamedPorts = append(m.Ports, svcPorts...), append(m.NamedPorts, svcNamed...)
+		for _, p := range e.Ports {
+			if p.Name != "" {
+				m.NamedPorts = append(m.NamedPorts, p.Name)
+				c.report("policy-named-port", at(side, "ports"), sidePath("ports"), "named port %q is resolved per endpoint from the pods' container ports", p.Name)
+				continue
+			}
+			m.Ports = append(m.Ports, plan.PortRange{First: p.Min, Last: p.Max})
+		}
+	}
+	if len(e.NotPorts) > 0 {
+		var numeric []plan.PortRange
+		named := false
+		for _, p := range e.NotPorts {
+			if p.Name != "" {
+				named = true
+				continue
+			}
+			numeric = append(numeric, plan.PortRange{First: p.Min, Last: p.Max})
+		}
+		if named {
+			if allow {
+				c.report("policy-negated-match", at(side, "notPorts"), sidePath("notPorts"), "a named port in notPorts has no positive form: this Allow rule is dropped (fail closed)")
+				return m, true, true
+			}
+			c.report("policy-negated-match", at(side, "notPorts"), sidePath("notPorts"), "a named port in notPorts has no positive form: this %s rule ignores notPorts (widened, fail closed)", "Deny")
+		} else {
+			comp := complement(numeric)
+			if m.Ports != nil || m.NamedPorts != nil {
+				if len(m.NamedPorts) > 0 && allow {
+					c.report("policy-negated-match", at(side, "notPorts"), sidePath("notPorts"), "notPorts with named ports has no positive form: this Allow rule is dropped (fail closed)")
+					return m, true, true
+				}
+				m.Ports = intersectPorts(m.Ports, comp)
+				if len(m.Ports) == 0 && len(m.NamedPorts) == 0 {
+					return m, true, true // matches nothing
+				}
+			} else {
+				m.Ports = comp
+			}
+			c.report("policy-negated-match", at(side, "notPorts"), sidePath("notPorts"), "notPorts is rendered as the complementary port ranges")
+		}
+	}
+	return m, true, false
+}
+
+func splitV6(ps []netip.Prefix) (v4 []netip.Prefix, v6 int) {
+	for _, p := range ps {
+		if p.Addr().Is4() {
+			v4 = append(v4, p)
+		} else {
+			v6++
+		}
+	}
+	return v4, v6
+}
+
+func (c *compiler) service(ns, name, policyNS string) *intent.Service {
+	ns = cmp.Or(ns, policyNS, "default")
+	for i := range c.services {
+		s := &c.services[i]
+		if s.Name == name && namespaceOf(s.Namespace) == ns {
+			return s
+		}
+	}
+	return nil
+}
+
+// complement returns the ports outside rs.
+func complement(rs []plan.PortRange) []plan.PortRange {
+	slices.SortFunc(rs, func(a, b plan.PortRange) int { return int(a.First) - int(b.First) })
+	var out []plan.PortRange
+	next := 0
+	for _, r := range rs {
+		if int(r.First) > next {
+			out = append(out, plan.PortRange{First: uint16(next), Last: r.First - 1})
+		}
+		next = max(next, int(r.Last)+1)
+	}
+	if next <= 65535 {
+		out = append(out, plan.PortRange{First: uint16(next), Last: 65535})
+	}
+	return out
+}
+
+func intersectPorts(a, b []plan.PortRange) []plan.PortRange {
+	var out []plan.PortRange
+	for _, x := range a {
+		for _, y := range b {
+			lo, hi := max(x.First, y.First), min(x.Last, y.Last)
+			if lo <= hi {
+				out = append(out, plan.PortRange{First: lo, Last: hi})
+			}
+		}
+	}
+	return out
+}
