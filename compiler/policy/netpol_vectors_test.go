@@ -223,4 +223,3 @@ func decided(v sim.Verdict) string {
 	}
 	return v.ACL.Id
 }
-
