@@ -17,6 +17,7 @@ import (
 
 	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/compiler/policy"
 	"github.com/hnsplan/hnsplan/compiler/topology"
 	"github.com/hnsplan/hnsplan/policies"
 )
@@ -27,6 +28,32 @@ const RuleUnknownRule = "constraints-unknown-rule"
 
 // Catalog indexes the rules of policies/ by id.
 type Catalog map[string]policies.Rule
+
+// Severity returns a rule's default severity (Error for an unknown id).
+func (c Catalog) Severity(rule string) diag.Severity {
+	if r, ok := c[rule]; ok {
+		if s, err := diag.ParseSeverity(r.Severity); err == nil {
+			return s
+		}
+	}
+	return diag.Error
+}
+
+// Services are the intent's Services and the inventory's that the intent
+// does not have.
+func Services(in *intent.Intent) []intent.Service {
+	out := slices.Clone(in.Manifests.Services)
+	seen := map[string]bool{}
+	for _, s := range out {
+		seen[s.Namespace+"/"+s.Name] = true
+	}
+	for _, s := range in.Inventory.Services {
+		if !seen[s.Namespace+"/"+s.Name] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // NewCatalog indexes rules.
 func NewCatalog(rules []policies.Rule) Catalog {
@@ -178,6 +205,12 @@ func prefixes(ps []netip.Prefix) string {
 // Without a cluster (the CUE did not load) only the loader's findings stay.
 func Vet(in *intent.Intent, loaded diag.List, cat Catalog) diag.List {
 	all := slices.Clone(loaded)
+	// The policy rules (policy-*) are the policy compiler's; it needs
+	// manifests that decoded cleanly.
+	if in != nil && !slices.ContainsFunc(loaded, func(f diag.Finding) bool { return f.Rule == "manifest" && f.Severity == diag.Error }) {
+		_, pf := policy.Compile(&in.Manifests, Services(in), cat.Severity)
+		all = append(all, pf...)
+	}
 	if in != nil && in.Cluster != nil {
 		all = append(all, Run(in, cat)...)
 		all = Override(all, in.Cluster, cat)
