@@ -9,14 +9,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/hnsplan/hnsplan/compiler/acl"
 	"github.com/hnsplan/hnsplan/compiler/check"
 	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
 	"github.com/hnsplan/hnsplan/compiler/ipam"
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/compiler/policy"
 	"github.com/hnsplan/hnsplan/compiler/topology"
 )
 
@@ -52,6 +55,15 @@ func Compile(in *intent.Intent, cat check.Catalog) (*Result, diag.List) {
 	}
 	c.indexInventory()
 	c.remotes()
+	// The policy program; its findings are vet's (check.Vet).
+	if prog, _ := policy.Compile(&in.Manifests, check.Services(in), cat.Severity); len(prog.Tiers) > 0 {
+		relativeSources(prog, in.Dir)
+		c.program = prog
+	}
+	if c.program != nil || len(in.Inventory.Pods) > 0 {
+		c.pods = Pods(&in.Inventory)
+		c.namespaces = NamespaceLabels(in)
+	}
 	res := &Result{IPAM: c.ipam}
 	for _, n := range c.t.Windows {
 		b, ok := c.ipam.Blocks[n.Name]
@@ -76,6 +88,47 @@ func ForUpdateLock(findings diag.List) diag.List {
 	return out
 }
 
+// relativeSources rewrites the program's source positions relative to the
+// intent directory, so that a plan does not depend on where the compiler
+// ran.
+func relativeSources(prog *plan.Program, dir string) {
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return
+	}
+	rel := func(pos string) string {
+		file, rest, ok := strings.Cut(pos, ":")
+		for ok && !strings.HasSuffix(file, ".yaml") && !strings.HasSuffix(file, ".yml") {
+			var more string
+			more, rest, ok = strings.Cut(rest, ":")
+			file += ":" + more
+		}
+		if !ok {
+			return pos
+		}
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			return pos
+		}
+		if r, err := filepath.Rel(absDir, abs); err == nil && !strings.HasPrefix(r, "..") {
+			return filepath.ToSlash(r) + ":" + rest
+		}
+		return pos
+	}
+	for i := range prog.Tiers {
+		for j := range prog.Tiers[i].Policies {
+			p := &prog.Tiers[i].Policies[j]
+			p.Source = rel(p.Source)
+			for k := range p.IngressRules {
+				p.IngressRules[k].Source = rel(p.IngressRules[k].Source)
+			}
+			for k := range p.EgressRules {
+				p.EgressRules[k].Source = rel(p.EgressRules[k].Source)
+			}
+		}
+	}
+}
+
 // usesPodCIDR reports whether nodes take their pod range from podCIDR.
 func usesPodCIDR(c *intent.Cluster) bool {
 	switch c.Networking {
@@ -95,6 +148,10 @@ type compilation struct {
 	ipam     *ipam.Result
 	podCIDRs bool
 	findings diag.List
+
+	program    *plan.Program
+	pods       []*acl.Pod
+	namespaces map[string]map[string]string
 
 	remote          []remote                     // every node's block, in address order
 	noBlock         []string                     // Linux nodes whose block only the live cluster knows
@@ -195,6 +252,7 @@ func (c *compilation) nodePlan(n *intent.Node, b ipam.Block) *plan.NodePlan {
 	p.Network.Ipams = []plan.Ipam{{Type: "Static", Subnets: []plan.Subnet{subnet}}}
 	p.HostEndpoint = hostEP
 	p.PodEndpoint = c.podTemplate(n, b, podGW, &p.Unresolved)
+	p.Program = c.program
 	c.routes(p, n)
 	c.endpoints(p, n, b)
 	return p
@@ -337,8 +395,27 @@ func PodMAC(a netip.Addr) string {
 	return fmt.Sprintf("%s-%02X-%02X-%02X-%02X", macPrefix, b[0], b[1], b[2], b[3])
 }
 
+// aclBudget is the ACL count past which policy-acl-budget warns.
+const aclBudget = 1000
+
+// render returns a pod's ingress and egress ACLs.
+func (c *compilation) render(r *acl.Renderer, key string) ([]plan.ACL, error) {
+	for _, p := range c.pods {
+		if p.Key() == key {
+			in, out, err := r.Render(p)
+			return append(in, out...), err
+		}
+	}
+	return nil, fmt.Errorf("not in the inventory's pods")
+}
+
 // endpoints renders the node's pod endpoints from the inventory.
 func (c *compilation) endpoints(p *plan.NodePlan, n *intent.Node, b ipam.Block) {
+	var renderer *acl.Renderer
+	if c.program != nil {
+		hosts := []netip.Addr{n.Addr, b.HostEndpoint()}
+		renderer = acl.NewRenderer(c.program, acl.NewWorld(c.pods, c.namespaces, hosts))
+	}
 	pods := c.podsByNode[n.Name]
 	slices.SortFunc(pods, func(a, b *intent.Pod) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
@@ -366,6 +443,21 @@ func (c *compilation) endpoints(p *plan.NodePlan, n *intent.Node, b ipam.Block) 
 			Dns:              &plan.Dns{Search: []string{pod.Namespace + ".svc." + c.c.DNSDomain}, ServerList: c.dnsServers},
 			Routes:           p.PodEndpoint.Routes,
 			Policies:         p.PodEndpoint.Policies,
+		}
+		if renderer != nil {
+			acls, err := c.render(renderer, name)
+			if err != nil {
+				c.report("policy-acl-budget", n.Name, pod.Source.Pos, "", "pod %s: %v", name, err)
+				continue
+			}
+			if len(acls) > aclBudget {
+				c.report("policy-acl-budget", n.Name, pod.Source.Pos, "",
+					"pod %s gets %d ACLs (more than %d): every policy update reprograms them all, and programming slows; consider narrower selectors or fewer rules", name, len(acls), aclBudget)
+			}
+			ep.Policies = slices.Clone(ep.Policies)
+			for _, a := range acls {
+				ep.Policies = append(ep.Policies, plan.NewPolicy(a))
+			}
 		}
 		p.Endpoints = append(p.Endpoints, ep)
 	}

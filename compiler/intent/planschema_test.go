@@ -219,7 +219,7 @@ func TestValidatePlanAccepts(t *testing.T) {
 		}},
 		{"unknown policy type with extra fields", func(m map[string]any) {
 			ep := obj(m, "hostEndpoint")
-			ep["Policies"] = append(ep["Policies"].([]any), map[string]any{"Type": "ACL", "Settings": map[string]any{"Action": "Allow"}, "Note": "x"})
+			ep["Policies"] = append(ep["Policies"].([]any), map[string]any{"Type": "QOS", "Settings": map[string]any{"Action": "Allow"}, "Note": "x"})
 		}},
 		{"minor version", func(m map[string]any) { m["formatVersion"] = "1.7" }},
 		{"resolved MACs", func(m map[string]any) {

@@ -49,7 +49,12 @@ type NodePlan struct {
 	Routing string `json:"routing,omitempty"`
 	// PodEndpoint is what every pod endpoint on the node gets.
 	PodEndpoint PodEndpointTemplate `json:"podEndpoint"`
-	// Endpoints are the node's pod endpoints, rendered from an inventory.
+	// Program is the policy program: the agent renders each pod endpoint's
+	// ACL list from it and the live pods (compiler/acl). Nil when the
+	// intent has no network policy.
+	Program *Program `json:"program,omitempty"`
+	// Endpoints are the node's pod endpoints, rendered from an inventory,
+	// each with its ACL list.
 	Endpoints []Endpoint `json:"endpoints,omitempty"`
 	// Unresolved lists what only the live cluster knows, for the agent
 	// (or a dry run with an inventory) to fill in.

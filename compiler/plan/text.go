@@ -53,6 +53,15 @@ func WriteText(w io.Writer, p *NodePlan) error {
 		tw.field(2, "Policy", describe(pol))
 	}
 
+	if p.Program != nil {
+		policies := 0
+		var tiers []string
+		for _, t := range p.Program.Tiers {
+			policies += len(t.Policies)
+			tiers = append(tiers, fmt.Sprintf("%s (%d)", t.Name, len(t.Policies)))
+		}
+		tw.line(1, "PolicyProgram (%d policies; tiers %s) — rendered per pod endpoint", policies, strings.Join(tiers, ", "))
+	}
 	if len(p.RemoteSubnetRoutes) > 0 {
 		tw.line(1, "RemoteSubnetRoutes (%d, network policies)", len(p.RemoteSubnetRoutes))
 		for _, r := range p.RemoteSubnetRoutes {
@@ -162,10 +171,41 @@ func describe(p Policy) string {
 		return "SDNRoute " + s.DestinationPrefix.String() + encap
 	case RemoteSubnetRouteSetting:
 		return fmt.Sprintf("RemoteSubnetRoute %s PA %s", s.DestinationPrefix, s.ProviderAddress)
+	case ACL:
+		var b strings.Builder
+		fmt.Fprintf(&b, "ACL %-3s %-5s %5d", s.Direction, s.Action, s.Priority)
+		if s.RuleType == "Host" {
+			b.WriteString(" host")
+		}
+		if s.Protocols != "256" {
+			b.WriteString(" proto " + s.Protocols)
+		}
+		if s.RemoteAddresses != "" {
+			b.WriteString(" remote " + abbreviate(s.RemoteAddresses, 6))
+		}
+		if s.LocalPorts != "" {
+			b.WriteString(" lport " + s.LocalPorts)
+		}
+		if s.RemotePorts != "" {
+			b.WriteString(" rport " + s.RemotePorts)
+		}
+		if s.Id != "" {
+			b.WriteString("  [" + s.Id + "]")
+		}
+		return b.String()
 	case Raw:
 		return s.Type + " " + string(s.JSON)
 	}
 	return p.Type
+}
+
+// abbreviate shortens a comma list past max items.
+func abbreviate(list string, max int) string {
+	items := strings.Split(list, ",")
+	if len(items) <= max {
+		return list
+	}
+	return strings.Join(items[:max], ",") + fmt.Sprintf(",… (%d in all)", len(items))
 }
 
 func shortDigest(d string) string {

@@ -1,0 +1,57 @@
+package compiler
+
+import (
+	"cmp"
+	"net/netip"
+
+	"github.com/hnsplan/hnsplan/compiler/acl"
+	"github.com/hnsplan/hnsplan/compiler/intent"
+)
+
+// protocolNumbers maps Kubernetes container port protocols to IANA numbers.
+var protocolNumbers = map[string]int{"TCP": 6, "UDP": 17, "SCTP": 132}
+
+// Pods returns the inventory's pods as the ACL renderer sees them: those
+// with an address and not on the host network.
+func Pods(inv *intent.Inventory) []*acl.Pod {
+	var out []*acl.Pod
+	for i := range inv.Pods {
+		p := &inv.Pods[i]
+		if p.Spec.HostNetwork {
+			continue
+		}
+		ip, err := netip.ParseAddr(podIP(p))
+		if err != nil {
+			continue
+		}
+		pod := &acl.Pod{Namespace: cmp.Or(p.Namespace, "default"), Name: p.Name, IP: ip, Labels: p.Labels, ServiceAccount: cmp.Or(p.Spec.ServiceAccountName, "default")}
+		for _, c := range p.Spec.Containers {
+			for _, cp := range c.Ports {
+				if cp.Name == "" {
+					continue
+				}
+				pod.Ports = append(pod.Ports, acl.NamedPort{Name: cp.Name, Protocol: protocolNumbers[string(cmp.Or(cp.Protocol, "TCP"))], Port: uint16(cp.ContainerPort)})
+			}
+		}
+		out = append(out, pod)
+	}
+	return out
+}
+
+// NamespaceLabels returns the labels of every namespace the intent and the
+// inventory know (the inventory's win: it is live).
+func NamespaceLabels(in *intent.Intent) map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for _, ns := range in.Manifests.Namespaces {
+		out[ns.Name] = ns.Labels
+	}
+	for _, ns := range in.Inventory.Namespaces {
+		out[ns.Name] = ns.Labels
+	}
+	for _, p := range in.Inventory.Pods {
+		if _, ok := out[cmp.Or(p.Namespace, "default")]; !ok {
+			out[cmp.Or(p.Namespace, "default")] = nil
+		}
+	}
+	return out
+}
