@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/rogpeppe/go-internal/testscript"
@@ -25,7 +26,9 @@ func TestScripts(t *testing.T) {
 		RequireUniqueNames:  true,
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("NO_COLOR", "1")
-			return nil
+			examples, err := filepath.Abs("../../examples")
+			env.Setenv("EXAMPLES", examples) // the bundled examples, read-only
+			return err
 		},
 	})
 }
