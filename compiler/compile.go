@@ -61,8 +61,8 @@ func Compile(in *intent.Intent, cat check.Catalog) (*Result, diag.List) {
 		c.program = prog
 	}
 	if c.program != nil || len(in.Inventory.Pods) > 0 {
-		c.pods = Pods(&in.Inventory)
-		c.namespaces = NamespaceLabels(in)
+		c.pods = policy.Pods(&in.Inventory)
+		c.namespaces = policy.NamespaceLabels(in)
 	}
 	res := &Result{IPAM: c.ipam}
 	for _, n := range c.t.Windows {
@@ -421,7 +421,7 @@ func (c *compilation) endpoints(p *plan.NodePlan, n *intent.Node, b ipam.Block) 
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
 	for _, pod := range pods {
-		ip, err := netip.ParseAddr(podIP(pod))
+		ip, err := netip.ParseAddr(policy.PodIP(pod))
 		if err != nil {
 			continue // not networked yet
 		}
@@ -461,16 +461,6 @@ func (c *compilation) endpoints(p *plan.NodePlan, n *intent.Node, b ipam.Block) 
 		}
 		p.Endpoints = append(p.Endpoints, ep)
 	}
-}
-
-func podIP(p *intent.Pod) string {
-	if p.Status.PodIP != "" {
-		return p.Status.PodIP
-	}
-	for _, ip := range p.Status.PodIPs {
-		return ip.IP
-	}
-	return ""
 }
 
 func comparePrefix(a, b netip.Prefix) int {

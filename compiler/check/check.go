@@ -208,8 +208,16 @@ func Vet(in *intent.Intent, loaded diag.List, cat Catalog) diag.List {
 	// The policy rules (policy-*) are the policy compiler's; it needs
 	// manifests that decoded cleanly.
 	if in != nil && !slices.ContainsFunc(loaded, func(f diag.Finding) bool { return f.Rule == "manifest" && f.Severity == diag.Error }) {
-		_, pf := policy.Compile(&in.Manifests, Services(in), cat.Severity)
+		prog, pf := policy.Compile(&in.Manifests, Services(in), cat.Severity)
 		all = append(all, pf...)
+		ctx := policy.Context{World: policy.World(in, nil)}
+		if in.Cluster != nil {
+			for _, p := range in.Cluster.Pools {
+				ctx.ClusterCIDRs = append(ctx.ClusterCIDRs, p.CIDR)
+			}
+			ctx.ClusterCIDRs = append(ctx.ClusterCIDRs, in.Cluster.ServiceCIDRs...)
+		}
+		all = append(all, policy.Analyse(prog, ctx, cat.Severity)...)
 	}
 	if in != nil && in.Cluster != nil {
 		all = append(all, Run(in, cat)...)

@@ -139,8 +139,14 @@ func Assign(t *topology.Topology, inv intent.Inventory, lock *intent.Lock, podCI
 			}
 		}
 	}
+	// A node whose given block failed gets none: the pin (or affinity, or
+	// lock entry) is the user's word, and another block would be a guess.
+	failed := map[string]bool{}
+	for _, p := range r.Problems {
+		failed[p.Node] = true
+	}
 	for _, n := range t.Windows {
-		if _, ok := r.Blocks[n.Name]; !ok {
+		if _, ok := r.Blocks[n.Name]; !ok && !failed[n.Name] {
 			a.allocate(n)
 		}
 	}

@@ -1,4 +1,4 @@
-package compiler
+package policy
 
 import (
 	"cmp"
@@ -20,7 +20,7 @@ func Pods(inv *intent.Inventory) []*acl.Pod {
 		if p.Spec.HostNetwork {
 			continue
 		}
-		ip, err := netip.ParseAddr(podIP(p))
+		ip, err := netip.ParseAddr(PodIP(p))
 		if err != nil {
 			continue
 		}
@@ -36,6 +36,14 @@ func Pods(inv *intent.Inventory) []*acl.Pod {
 		out = append(out, pod)
 	}
 	return out
+}
+
+// World is the inventory as the ACL renderer sees it, or nil without pods.
+func World(in *intent.Intent, hostAddrs []netip.Addr) *acl.World {
+	if len(in.Inventory.Pods) == 0 {
+		return nil
+	}
+	return acl.NewWorld(Pods(&in.Inventory), NamespaceLabels(in), hostAddrs)
 }
 
 // NamespaceLabels returns the labels of every namespace the intent and the
@@ -54,4 +62,15 @@ func NamespaceLabels(in *intent.Intent) map[string]map[string]string {
 		}
 	}
 	return out
+}
+
+// PodIP is a pod's address as the inventory gives it, "" if it has none.
+func PodIP(p *intent.Pod) string {
+	if p.Status.PodIP != "" {
+		return p.Status.PodIP
+	}
+	for _, ip := range p.Status.PodIPs {
+		return ip.IP
+	}
+	return ""
 }
