@@ -278,3 +278,13 @@ func checkCalicoPolicy(p *CalicoPolicy, d *yamlDecoder) {
 		}
 	}
 }
+
+// ReadManifests decodes the manifests of one file's content, as Load does
+// for each file below the intent directory (for tests and fuzzing).
+func ReadManifests(file string, data []byte, errs *diag.List) Manifests {
+	var m Manifests
+	forEachObject(file, data, RuleManifest, errs, func(obj *yaml.Node, src Source, apiVersion, kind string) {
+		m.add(obj, src, apiVersion, kind, errs)
+	})
+	return m
+}
