@@ -64,6 +64,9 @@ func Compile(in *intent.Intent, cat check.Catalog) (*Result, diag.List) {
 		c.pods = policy.Pods(&in.Inventory)
 		c.namespaces = policy.NamespaceLabels(in)
 	}
+	if c.program != nil {
+		c.renderer = acl.NewRenderer(c.program, acl.NewWorld(c.pods, c.namespaces, nil))
+	}
 	res := &Result{IPAM: c.ipam}
 	for _, n := range c.t.Windows {
 		b, ok := c.ipam.Blocks[n.Name]
@@ -150,7 +153,9 @@ type compilation struct {
 	findings diag.List
 
 	program    *plan.Program
+	renderer   *acl.Renderer // one for all nodes: its caches are the cluster's
 	pods       []*acl.Pod
+	podByKey   map[string]*acl.Pod
 	namespaces map[string]map[string]string
 
 	remote          []remote                     // every node's block, in address order
@@ -398,24 +403,25 @@ func PodMAC(a netip.Addr) string {
 // aclBudget is the ACL count past which policy-acl-budget warns.
 const aclBudget = 1000
 
-// render returns a pod's ingress and egress ACLs.
-func (c *compilation) render(r *acl.Renderer, key string) ([]plan.ACL, error) {
-	for _, p := range c.pods {
-		if p.Key() == key {
-			in, out, err := r.Render(p)
-			return append(in, out...), err
+// render returns a pod's ingress and egress ACLs on a node.
+func (c *compilation) render(key string, hosts []netip.Addr) ([]plan.ACL, error) {
+	if c.podByKey == nil {
+		c.podByKey = map[string]*acl.Pod{}
+		for _, p := range c.pods {
+			c.podByKey[p.Key()] = p
 		}
 	}
-	return nil, fmt.Errorf("not in the inventory's pods")
+	p, ok := c.podByKey[key]
+	if !ok {
+		return nil, fmt.Errorf("not in the inventory's pods")
+	}
+	in, out, err := c.renderer.RenderOn(p, hosts)
+	return append(in, out...), err
 }
 
 // endpoints renders the node's pod endpoints from the inventory.
 func (c *compilation) endpoints(p *plan.NodePlan, n *intent.Node, b ipam.Block) {
-	var renderer *acl.Renderer
-	if c.program != nil {
-		hosts := []netip.Addr{n.Addr, b.HostEndpoint()}
-		renderer = acl.NewRenderer(c.program, acl.NewWorld(c.pods, c.namespaces, hosts))
-	}
+	hosts := []netip.Addr{n.Addr, b.HostEndpoint()}
 	pods := c.podsByNode[n.Name]
 	slices.SortFunc(pods, func(a, b *intent.Pod) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
@@ -444,8 +450,8 @@ func (c *compilation) endpoints(p *plan.NodePlan, n *intent.Node, b ipam.Block) 
 			Routes:           p.PodEndpoint.Routes,
 			Policies:         p.PodEndpoint.Policies,
 		}
-		if renderer != nil {
-			acls, err := c.render(renderer, name)
+		if c.renderer != nil {
+			acls, err := c.render(name, hosts)
 			if err != nil {
 				c.report("policy-acl-budget", n.Name, pod.Source.Pos, "", "pod %s: %v", name, err)
 				continue

@@ -31,13 +31,14 @@ type Renderer struct {
 	mu        sync.Mutex
 	selectors map[string]selector.Selector
 	members   map[string]prefixSet // by "ns|sel|nssel": the addresses of the pods matched
+	remotes   map[*plan.PolicyRule][]remotePart
 	errs      map[string]error
 }
 
 // NewRenderer returns a renderer of prog over world.
 func NewRenderer(prog *plan.Program, world *World) *Renderer {
 	return &Renderer{prog: prog, world: world, selectors: map[string]selector.Selector{},
-		members: map[string]prefixSet{}, errs: map[string]error{}}
+		members: map[string]prefixSet{}, remotes: map[*plan.PolicyRule][]remotePart{}, errs: map[string]error{}}
 }
 
 // concrete is a rule specialised to one endpoint, its sets resolved.
@@ -48,6 +49,9 @@ type concrete struct {
 	remote      prefixSet
 	localPorts  portSet
 	remotePorts portSet
+	// remoteChunks is remote as RemoteAddresses strings, when known (a
+	// rule's remote side is the same on every endpoint: formatted once).
+	remoteChunks []string
 }
 
 func (c concrete) catchAll() bool {
@@ -62,12 +66,19 @@ func (c concrete) intersect(d concrete) (concrete, bool) {
 	return x, !(x.proto.empty() || x.remote.empty() || x.localPorts.empty() || x.remotePorts.empty())
 }
 
-// Render returns ep's ingress and egress ACL lists.
+// Render returns ep's ingress and egress ACL lists, with the world's host
+// addresses in allow-host-to-endpoint.
 func (r *Renderer) Render(ep *Pod) (in, out []plan.ACL, err error) {
-	if in, err = r.direction(ep, true); err != nil {
+	return r.RenderOn(ep, r.world.HostAddrs)
+}
+
+// RenderOn is Render for a pod on a node with the given host addresses:
+// one renderer (and its caches) serves every node.
+func (r *Renderer) RenderOn(ep *Pod, hostAddrs []netip.Addr) (in, out []plan.ACL, err error) {
+	if in, err = r.direction(ep, true, hostAddrs); err != nil {
 		return nil, nil, err
 	}
-	if out, err = r.direction(ep, false); err != nil {
+	if out, err = r.direction(ep, false, hostAddrs); err != nil {
 		return nil, nil, err
 	}
 	return in, out, nil
@@ -79,7 +90,7 @@ type tierRules struct {
 	rules         []concrete
 }
 
-func (r *Renderer) direction(ep *Pod, ingress bool) ([]plan.ACL, error) {
+func (r *Renderer) direction(ep *Pod, ingress bool, hostAddrs []netip.Addr) ([]plan.ACL, error) {
 	dir := "out"
 	if ingress {
 		dir = "in"
@@ -90,7 +101,7 @@ func (r *Renderer) direction(ep *Pod, ingress bool) ([]plan.ACL, error) {
 		var rules []concrete
 		for i := range t.Policies {
 			pol := &t.Policies[i]
-			if ingress && !pol.Ingress || !ingress && !pol.Egress {
+			if ingress && !pol.Ingress || !ingress && !pol.Egress || pol.Namespace != "" && pol.Namespace != ep.Namespace {
 				continue
 			}
 			ok, err := r.matches(pol.Selector, r.world.EndpointLabels(ep))
@@ -127,7 +138,7 @@ func (r *Renderer) direction(ep *Pod, ingress bool) ([]plan.ACL, error) {
 		memo := map[int][]concrete{}
 		list = flatten(tiers, 0, dir, memo)
 	}
-	return r.acls(list, ep, ingress)
+	return r.acls(list, ep, ingress, hostAddrs)
 }
 
 func allowAll(id string) concrete {
@@ -222,7 +233,8 @@ func hasSelector(m *plan.Match) bool {
 	return m.Selector != "" || m.Namespace != "" || m.NamespaceSelector != ""
 }
 
-// members returns the addresses of the pods m's endpoint constraints select.
+// membersOf returns the addresses of the pods m's endpoint constraints
+// select. It looks only at the namespaces that can hold them.
 func (r *Renderer) membersOf(m *plan.Match) (prefixSet, error) {
 	key := m.Namespace + "|" + m.Selector + "|" + m.NamespaceSelector
 	r.mu.Lock()
@@ -231,14 +243,32 @@ func (r *Renderer) membersOf(m *plan.Match) (prefixSet, error) {
 	if ok {
 		return s, nil
 	}
-	var ps []netip.Prefix
-	for _, p := range r.world.Pods {
-		ok, err := r.selects(m, p)
-		if err != nil {
+	namespaces := r.world.namespaceNames
+	if m.Namespace != "" {
+		namespaces = []string{m.Namespace}
+	}
+	var sel selector.Selector
+	if m.Selector != "" {
+		var err error
+		if sel, err = r.selector(m.Selector); err != nil {
 			return prefixSet{}, err
 		}
-		if ok {
-			ps = append(ps, netip.PrefixFrom(p.IP, p.IP.BitLen()))
+	}
+	var ps []netip.Prefix
+	for _, ns := range namespaces {
+		if m.NamespaceSelector != "" {
+			ok, err := r.matches(m.NamespaceSelector, r.world.NamespaceLabels(ns))
+			if err != nil {
+				return prefixSet{}, err
+			}
+			if !ok {
+				continue
+			}
+		}
+		for _, p := range r.world.byNamespace[ns] {
+			if m.Selector == "" || sel.Evaluate(r.world.EndpointLabels(p)) {
+				ps = append(ps, netip.PrefixFrom(p.IP, p.IP.BitLen()))
+			}
 		}
 	}
 	s = setOf(ps)
@@ -248,10 +278,94 @@ func (r *Renderer) membersOf(m *plan.Match) (prefixSet, error) {
 	return s, nil
 }
 
+// remotePart is one way a rule's remote side can match: addresses and,
+// for a named port, the port number those addresses map it to.
+type remotePart struct {
+	addrs  prefixSet
+	ports  portSet
+	chunks []string // addrs as RemoteAddresses strings
+}
+
+// remoteParts resolves a rule's remote side — the same for every endpoint,
+// so it is computed once per rule and protocol set.
+func (r *Renderer) remoteParts(rule *plan.PolicyRule, proto protoSet) ([]remotePart, error) {
+	r.mu.Lock()
+	parts, ok := r.remotes[rule]
+	r.mu.Unlock()
+	if ok {
+		return parts, nil
+	}
+	remote := &rule.Remote
+	addrs := anyAddr
+	if remote.Nets != nil {
+		addrs = setOf(remote.Nets)
+	}
+	if hasSelector(remote) {
+		m, err := r.membersOf(remote)
+		if err != nil {
+			return nil, err
+		}
+		addrs = addrs.intersect(m)
+	}
+	if remote.NotSelector != "" {
+		m, err := r.membersOf(&plan.Match{Selector: remote.NotSelector})
+		if err != nil {
+			return nil, err
+		}
+		addrs = addrs.minus(m)
+	}
+	switch {
+	case addrs.empty():
+	case remote.Ports == nil && remote.NamedPorts == nil:
+		parts = []remotePart{{addrs: addrs, ports: anyPort}}
+	default:
+		if remote.Ports != nil {
+			parts = append(parts, remotePart{addrs: addrs, ports: portsOf(remote.Ports)})
+		}
+		if remote.NamedPorts != nil {
+			// A named port means a different number on each remote pod: one
+			// part per number, over the pods that map the name to it.
+			byPort := map[uint16][]netip.Prefix{}
+			for _, name := range remote.NamedPorts {
+				for _, p := range r.world.byPortName[name] {
+					if !addrs.any && !setContains(addrs, p.IP) {
+						continue
+					}
+					for _, np := range p.Ports {
+						if np.Name == name && proto.contains(np.Protocol) {
+							byPort[np.Port] = append(byPort[np.Port], netip.PrefixFrom(p.IP, p.IP.BitLen()))
+						}
+					}
+				}
+			}
+			ports := make([]uint16, 0, len(byPort))
+			for port := range byPort {
+				ports = append(ports, port)
+			}
+			slices.Sort(ports)
+			for _, port := range ports {
+				parts = append(parts, remotePart{addrs: setOf(byPort[port]), ports: portSet{ranges: []plan.PortRange{{First: port, Last: port}}}})
+			}
+		}
+	}
+	for i := range parts {
+		// Windows pod networking is IPv4: IPv6 addresses cannot match.
+		if !parts[i].addrs.any {
+			parts[i].addrs = prefixSet{ps: ipv4Only(parts[i].addrs.ps)}
+		}
+		parts[i].chunks = chunkPrefixes(parts[i].addrs)
+	}
+	parts = slices.DeleteFunc(parts, func(p remotePart) bool { return p.addrs.empty() })
+	r.mu.Lock()
+	r.remotes[rule] = parts
+	r.mu.Unlock()
+	return parts, nil
+}
+
 // concretize specialises rule to ep. It returns no rule when the local
 // side cannot be ep, or nothing on the remote side can match.
 func (r *Renderer) concretize(rule *plan.PolicyRule, ep *Pod, ingress bool) ([]concrete, error) {
-	local, remote := &rule.Local, &rule.Remote
+	local := &rule.Local
 	// Local side: decided here, for this endpoint.
 	if local.Nets != nil && !slices.ContainsFunc(local.Nets, func(p netip.Prefix) bool { return p.Contains(ep.IP) }) {
 		return nil, nil
@@ -292,65 +406,13 @@ func (r *Renderer) concretize(rule *plan.PolicyRule, ep *Pod, ingress bool) ([]c
 		localPorts = portsOf(rs)
 	}
 
-	// Remote side: the addresses it may have.
-	addrs := anyAddr
-	if remote.Nets != nil {
-		addrs = setOf(remote.Nets)
+	parts, err := r.remoteParts(rule, proto)
+	if err != nil {
+		return nil, err
 	}
-	if hasSelector(remote) {
-		m, err := r.membersOf(remote)
-		if err != nil {
-			return nil, err
-		}
-		addrs = addrs.intersect(m)
-	}
-	if remote.NotSelector != "" {
-		m, err := r.membersOf(&plan.Match{Selector: remote.NotSelector})
-		if err != nil {
-			return nil, err
-		}
-		addrs = addrs.minus(m)
-	}
-	if addrs.empty() {
-		return nil, nil
-	}
-	base := concrete{id: rule.ID, action: rule.Action, proto: proto, remote: addrs, localPorts: localPorts, remotePorts: anyPort}
-	if remote.Ports == nil && remote.NamedPorts == nil {
-		return []concrete{base}, nil
-	}
-	var out []concrete
-	if remote.Ports != nil {
-		c := base
-		c.remotePorts = portsOf(remote.Ports)
-		out = append(out, c)
-	}
-	if remote.NamedPorts != nil {
-		// A named port means a different number on each remote pod: one
-		// rule per number, over the pods that map the name to it.
-		byPort := map[uint16][]netip.Prefix{}
-		for _, p := range r.world.Pods {
-			if !addrs.any && !setContains(addrs, p.IP) {
-				continue
-			}
-			for _, name := range remote.NamedPorts {
-				for _, np := range p.Ports {
-					if np.Name == name && proto.contains(np.Protocol) {
-						byPort[np.Port] = append(byPort[np.Port], netip.PrefixFrom(p.IP, p.IP.BitLen()))
-					}
-				}
-			}
-		}
-		ports := make([]uint16, 0, len(byPort))
-		for port := range byPort {
-			ports = append(ports, port)
-		}
-		slices.Sort(ports)
-		for _, port := range ports {
-			c := base
-			c.remote = setOf(byPort[port])
-			c.remotePorts = portSet{ranges: []plan.PortRange{{First: port, Last: port}}}
-			out = append(out, c)
-		}
+	out := make([]concrete, 0, len(parts))
+	for _, part := range parts {
+		out = append(out, concrete{id: rule.ID, action: rule.Action, proto: proto, remote: part.addrs, localPorts: localPorts, remotePorts: part.ports, remoteChunks: part.chunks})
 	}
 	return out, nil
 }
@@ -367,28 +429,33 @@ func setContains(s prefixSet, a netip.Addr) bool {
 }
 
 // acls lays the rules out as HNS ACLs with strictly increasing priorities.
-func (r *Renderer) acls(list []concrete, ep *Pod, ingress bool) ([]plan.ACL, error) {
+func (r *Renderer) acls(list []concrete, ep *Pod, ingress bool, hostAddrs []netip.Addr) ([]plan.ACL, error) {
 	dir, hnsDir := "out", "Out"
 	if ingress {
 		dir, hnsDir = "in", "In"
 	}
 	var out []plan.ACL
-	if ingress && len(r.world.HostAddrs) > 0 {
+	if ingress && len(hostAddrs) > 0 {
 		var hosts []netip.Prefix
-		for _, a := range r.world.HostAddrs {
+		for _, a := range hostAddrs {
 			hosts = append(hosts, netip.PrefixFrom(a, a.BitLen()))
 		}
 		out = append(out, plan.ACL{Id: "allow-host-to-endpoint", Protocols: strconv.Itoa(plan.ProtocolAny), Action: "Allow",
 			Direction: hnsDir, RemoteAddresses: joinPrefixes(setOf(hosts).ps), RuleType: "Switch", Priority: HostToEndpointPriority})
 	}
 	prio := BasePriority
+	seen := map[string]int{} // ACLs made of each rule id so far: Ids stay unique
 	for _, c := range list {
-		if c.remote.any == false && len(c.remote.ps) > 0 {
-			// IPv6 addresses cannot match on a Windows (IPv4) endpoint.
-			c.remote = prefixSet{ps: ipv4Only(c.remote.ps)}
-			if c.remote.empty() {
-				continue
+		chunks := c.remoteChunks
+		if chunks == nil {
+			if !c.remote.any {
+				// IPv6 addresses cannot match on a Windows (IPv4) endpoint.
+				c.remote = prefixSet{ps: ipv4Only(c.remote.ps)}
+				if c.remote.empty() {
+					continue
+				}
 			}
+			chunks = chunkPrefixes(c.remote)
 		}
 		action := "Allow"
 		if c.action == "Deny" {
@@ -402,8 +469,8 @@ func (r *Renderer) acls(list []concrete, ep *Pod, ingress bool) ([]plan.ACL, err
 			}
 			protocols = strings.Join(s, ",")
 		}
-		n := 0
-		for _, addrs := range chunkPrefixes(c.remote) {
+		n := seen[c.id]
+		for _, addrs := range chunks {
 			for _, lp := range chunkPorts(c.localPorts) {
 				for _, rp := range chunkPorts(c.remotePorts) {
 					if prio > MaxPriority {
@@ -416,6 +483,7 @@ func (r *Renderer) acls(list []concrete, ep *Pod, ingress bool) ([]plan.ACL, err
 				}
 			}
 		}
+		seen[c.id] = n
 	}
 	out = append(out, plan.ACL{Id: "host-" + dir, Protocols: strconv.Itoa(plan.ProtocolAny), Action: "Allow", Direction: hnsDir, RuleType: "Host", Priority: 0})
 	return out, nil

@@ -46,6 +46,8 @@ type Pod struct {
 	ServiceAccount  string
 	// Ports are the pod's container ports, for named ports.
 	Ports []NamedPort
+
+	labels map[string]string // endpoint labels, set by NewWorld
 }
 
 // Key is "namespace/name".
@@ -66,15 +68,18 @@ type World struct {
 	// HostAddrs are the node's own addresses (allow-host-to-endpoint).
 	HostAddrs []netip.Addr
 
-	endpointLabels map[*Pod]map[string]string
 	nsLabels       map[string]map[string]string
+	byNamespace    map[string][]*Pod // pods of each namespace, in key order
+	byPortName     map[string][]*Pod // pods with a container port of each name
+	namespaceNames []string          // every namespace with pods, sorted
 }
 
-// NewWorld indexes pods and namespaces. Pods without an address are kept
-// out: they have no endpoint to match.
+// NewWorld indexes pods and namespaces, and gives each pod its endpoint
+// labels (a pod belongs to one World at a time). Pods without an address
+// are kept out: they have no endpoint to match.
 func NewWorld(pods []*Pod, namespaces map[string]map[string]string, hostAddrs []netip.Addr) *World {
 	w := &World{Namespaces: namespaces, HostAddrs: hostAddrs,
-		endpointLabels: map[*Pod]map[string]string{}, nsLabels: map[string]map[string]string{}}
+		nsLabels: map[string]map[string]string{}, byNamespace: map[string][]*Pod{}, byPortName: map[string][]*Pod{}}
 	for _, p := range pods {
 		if p.IP.IsValid() {
 			w.Pods = append(w.Pods, p)
@@ -82,6 +87,15 @@ func NewWorld(pods []*Pod, namespaces map[string]map[string]string, hostAddrs []
 	}
 	slices.SortFunc(w.Pods, func(a, b *Pod) int { return strings.Compare(a.Key(), b.Key()) })
 	for _, p := range w.Pods {
+		if _, ok := w.byNamespace[p.Namespace]; !ok {
+			w.namespaceNames = append(w.namespaceNames, p.Namespace)
+		}
+		w.byNamespace[p.Namespace] = append(w.byNamespace[p.Namespace], p)
+		for i, np := range p.Ports {
+			if !slices.ContainsFunc(p.Ports[:i], func(o NamedPort) bool { return o.Name == np.Name }) {
+				w.byPortName[np.Name] = append(w.byPortName[np.Name], p)
+			}
+		}
 		l := make(map[string]string, len(p.Labels)+3)
 		for k, v := range p.Labels {
 			l[k] = v
@@ -91,7 +105,7 @@ func NewWorld(pods []*Pod, namespaces map[string]map[string]string, hostAddrs []
 		if p.ServiceAccount != "" {
 			l[plan.LabelServiceAccount] = p.ServiceAccount
 		}
-		w.endpointLabels[p] = l
+		p.labels = l
 	}
 	for ns, labels := range namespaces {
 		w.nsLabels[ns] = namespaceLabels(ns, labels)
@@ -113,7 +127,7 @@ func namespaceLabels(ns string, labels map[string]string) map[string]string {
 
 // EndpointLabels returns the labels selectors see on p: its own plus
 // projectcalico.org/namespace, /orchestrator and /serviceaccount.
-func (w *World) EndpointLabels(p *Pod) map[string]string { return w.endpointLabels[p] }
+func (w *World) EndpointLabels(p *Pod) map[string]string { return p.labels }
 
 // NamespaceLabels returns the labels namespace selectors see on ns: its
 // own plus projectcalico.org/name and kubernetes.io/metadata.name.

@@ -55,6 +55,10 @@ type NetworkPolicy struct {
 	ID string `json:"id"`
 	// Source is where the policy is written: "file:line:col".
 	Source string `json:"source,omitempty"`
+	// Namespace is a namespaced policy's namespace: it applies to that
+	// namespace's endpoints only (its Selector says so too; this lets a
+	// renderer skip it without evaluating the selector).
+	Namespace string `json:"namespace,omitempty"`
 	// Selector selects the endpoints the policy applies to: a Calico
 	// selector over the endpoint labels (see EndpointLabels).
 	Selector string `json:"selector"`

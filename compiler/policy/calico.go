@@ -31,7 +31,7 @@ func (c *compiler) calico(cp *intent.CalicoPolicy) (plan.NetworkPolicy, bool) {
 	if !c.validSelector(sel, at("spec", "selector"), "spec.selector") {
 		return plan.NetworkPolicy{}, false
 	}
-	p := plan.NetworkPolicy{ID: id, Source: cp.Source.Pos.String(), Selector: sel}
+	p := plan.NetworkPolicy{ID: id, Source: cp.Source.Pos.String(), Selector: sel, Namespace: ns}
 	if ns != "" {
 		p.Selector = and(fmt.Sprintf("%s == %q", plan.LabelNamespace, ns), sel)
 	}

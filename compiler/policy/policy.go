@@ -151,7 +151,7 @@ func (c *compiler) kubernetes(np *intent.NetworkPolicy) (plan.NetworkPolicy, boo
 		c.report("manifest", np.Source.PosOf("spec", "podSelector"), "spec.podSelector", "%v", err)
 		return plan.NetworkPolicy{}, false
 	}
-	p := plan.NetworkPolicy{ID: id, Source: src,
+	p := plan.NetworkPolicy{ID: id, Source: src, Namespace: ns,
 		Selector: and(fmt.Sprintf("%s == %q", plan.LabelNamespace, ns), podSel)}
 	if len(np.Spec.PolicyTypes) == 0 {
 		p.Ingress, p.Egress = true, len(np.Spec.Egress) > 0
