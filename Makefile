@@ -36,7 +36,7 @@ demo: build
 # against CUE's own export of it (benchstat bin/bench.txt), then the wall
 # time and peak memory of `hnsplan vet` and `hnsplan compile` on it.
 bench: build
-	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./compiler/intent ./compiler/check ./compiler ./compiler/selector | tee $(BIN)/bench.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./compiler/intent ./compiler/check ./compiler ./compiler/selector ./compiler/policy | tee $(BIN)/bench.txt
 	@dir=$$(mktemp -d) && $(GO) run ./compiler/internal/synth/gen $$dir/intent && \
 	  t=$$(command -v /usr/bin/time || true); \
 	  for cmd in "vet --severity warning $$dir/intent" "compile $$dir/intent -o $$dir/plans"; do \
