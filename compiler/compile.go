@@ -256,6 +256,7 @@ func (c *compilation) nodePlan(n *intent.Node, b ipam.Block) *plan.NodePlan {
 	}
 	p.Network.Ipams = []plan.Ipam{{Type: "Static", Subnets: []plan.Subnet{subnet}}}
 	p.HostEndpoint = hostEP
+	p.SingleNetwork = c.c.Windows.UseSingleNetwork
 	p.PodEndpoint = c.podTemplate(n, b, podGW, &p.Unresolved)
 	p.Program = c.program
 	c.routes(p, n)

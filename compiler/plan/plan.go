@@ -36,6 +36,9 @@ type NodePlan struct {
 	// fields that HNS cannot change in place: a change to any is a replace
 	// (drain, delete, recreate).
 	Network Network `json:"network"`
+	// SingleNetwork is windows_use_single_network: one network, one block
+	// per host. Flipping it can leak HNS endpoints; drain first.
+	SingleNetwork bool `json:"singleNetwork"`
 	// HostEndpoint is the node's own endpoint on the network (Calico_ep).
 	HostEndpoint Endpoint `json:"hostEndpoint"`
 	// RemoteSubnetRoutes are the VXLAN routes to other nodes' pod blocks,
