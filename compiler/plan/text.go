@@ -144,6 +144,9 @@ func (t *textWriter) endpoint(indent int, title string, e Endpoint) {
 	}
 }
 
+// Describe is one line for a policy, in the words of WriteText.
+func Describe(p Policy) string { return describe(p) }
+
 // describe is one line for a policy.
 func describe(p Policy) string {
 	switch s := p.Settings.(type) {

@@ -149,20 +149,44 @@ func (c *compiler) calicoRule(cp *intent.CalicoPolicy, ns, id string, i int, ing
 		}
 		c.report("policy-application-layer", at("http"), path("http"), "HTTP matches need an application-layer proxy, which Windows nodes lack: this %s rule is applied to all HTTP methods and paths (fail closed)", r.Action)
 	}
-	src, srcOK, srcSkip := c.entity(cp, ns, &r.Source, out.Protocol, allow, "source", at, path)
-	dst, dstOK, dstSkip := c.entity(cp, ns, &r.Destination, out.Protocol, allow, "destination", at, path)
-	if !srcOK || !dstOK {
-		return nil, false
+	// A services match without a protocol matches each service port with
+	// that port's own protocol (Calico's semantics): one rule per protocol.
+	protos := []int{out.Protocol}
+	if sv := r.Destination.Services; out.Protocol == 0 && r.NotProtocol == nil && sv != nil {
+		if svc := c.service(sv.Namespace, sv.Name, ns); svc != nil && len(svc.Spec.Ports) > 0 {
+			protos = nil
+			for _, sp := range svc.Spec.Ports {
+				n, _ := protocolNumber(string(cmp.Or(sp.Protocol, "TCP")))
+				if !slices.Contains(protos, n) {
+					protos = append(protos, n)
+				}
+			}
+			slices.Sort(protos)
+		}
 	}
-	if srcSkip || dstSkip {
-		return nil, true
+	var rulesOut []plan.PolicyRule
+	for k, proto := range protos {
+		o := out
+		o.Protocol = proto
+		if len(protos) > 1 {
+			o.ID = fmt.Sprintf("%s.%d", out.ID, k)
+		}
+		src, srcOK, srcSkip := c.entity(cp, ns, &r.Source, proto, allow, "source", at, path)
+		dst, dstOK, dstSkip := c.entity(cp, ns, &r.Destination, proto, allow, "destination", at, path)
+		if !srcOK || !dstOK {
+			return nil, false
+		}
+		if srcSkip || dstSkip {
+			return nil, true
+		}
+		if ingress {
+			o.Local, o.Remote = dst, src
+		} else {
+			o.Local, o.Remote = src, dst
+		}
+		rulesOut = append(rulesOut, o)
 	}
-	if ingress {
-		out.Local, out.Remote = dst, src
-	} else {
-		out.Local, out.Remote = src, dst
-	}
-	return []plan.PolicyRule{out}, true
+	return rulesOut, true
 }
 
 func icmpTyped(f *intent.ICMPFields) bool { return f != nil && (f.Type != nil || f.Code != nil) }
@@ -323,6 +347,10 @@ func (c *compiler) entity(cp *intent.CalicoPolicy, ns string, e *intent.EntityRu
 		}
 	}
 	if len(e.NotPorts) > 0 {
+		if proto != 6 && proto != 17 && proto != 132 && proto != 136 {
+			c.report("manifest", at(side, "notPorts"), sidePath("notPorts"), "notPorts need protocol TCP, UDP, SCTP or UDPLite")
+			return m, false, false
+		}
 		var numeric []plan.PortRange
 		named := false
 		for _, p := range e.NotPorts {

@@ -1,0 +1,50 @@
+package policy_test
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/hnsplan/hnsplan/compiler/diag"
+	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/compiler/policy"
+)
+
+// TestServicesMatchPerProtocol: destination.services without a protocol
+// matches each service port with its own protocol, as Calico does — one
+// rule per protocol, each with that protocol's target ports.
+func TestServicesMatchPerProtocol(t *testing.T) {
+	dns := intent.Service{Service: corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Namespace: "kube-system"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"k8s-app": "kube-dns"}, Ports: []corev1.ServicePort{
+			{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(53)},
+			{Name: "dns-tcp", Port: 53, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("dns-tcp")},
+		}},
+	}}
+	m := intent.Manifests{CalicoPolicies: []intent.CalicoPolicy{{
+		ObjectMeta: metav1.ObjectMeta{Name: "to-dns", Namespace: "app"},
+		Spec: intent.CalicoPolicySpec{Egress: []intent.Rule{{Action: "Allow",
+			Destination: intent.EntityRule{Services: &intent.ServiceMatch{Name: "kube-dns", Namespace: "kube-system"}}}}},
+	}}}
+	prog, findings := policy.Compile(&m, []intent.Service{dns}, func(string) diag.Severity { return diag.Error })
+	if findings.HasErrors() {
+		t.Fatalf("findings: %v", findings)
+	}
+	rules := prog.Tiers[0].Policies[0].EgressRules
+	if len(rules) != 2 {
+		t.Fatalf("%d rules, want one per protocol: %+v", len(rules), rules)
+	}
+	if r := rules[0]; r.Protocol != 6 || len(r.Remote.NamedPorts) != 1 || r.Remote.NamedPorts[0] != "dns-tcp" || r.Remote.Ports != nil {
+		t.Errorf("TCP rule = %+v", r)
+	}
+	if r := rules[1]; r.Protocol != 17 || len(r.Remote.Ports) != 1 || r.Remote.Ports[0].First != 53 {
+		t.Errorf("UDP rule = %+v", r)
+	}
+	for _, r := range rules {
+		if r.Remote.Selector != `k8s-app == "kube-dns" && projectcalico.org/namespace == "kube-system"` {
+			t.Errorf("selector %q", r.Remote.Selector)
+		}
+	}
+}
