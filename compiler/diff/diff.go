@@ -1,0 +1,575 @@
+// Package diff compares two sets of node plans, as a reviewer needs to see
+// a change before it merges: which nodes change, which changes recreate a
+// network (a drain, since HNS cannot change a network's identity in
+// place), which only touch routes or new pods, and how many endpoints get
+// their ACLs reprogrammed (each update can reset TCP connections).
+//
+// Changes are ordered by node, then kind, then name; a plan's unchanged
+// parts produce no change. Diffing is pure: rendering is separate.
+package diff
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/hnsplan/hnsplan/compiler/plan"
+)
+
+// Action is what a change does (Terraform's vocabulary).
+type Action string
+
+const (
+	Create  Action = "create"
+	Update  Action = "update"
+	Delete  Action = "delete"
+	Replace Action = "replace"
+	NoOp    Action = "no-op"
+)
+
+// Symbol is the action's mark in text output.
+func (a Action) Symbol() string {
+	switch a {
+	case Create:
+		return "+"
+	case Update:
+		return "~"
+	case Delete:
+		return "-"
+	case Replace:
+		return "-/+"
+	}
+	return " "
+}
+
+// Reasons (CONSTRAINTS.md, "Changes between two plans").
+const (
+	ReasonVNI            = "vni-changed"
+	ReasonVXLANPort      = "vxlan-port-changed"
+	ReasonSubnet         = "subnet-changed"
+	ReasonType           = "network-type-changed"
+	ReasonName           = "network-name-changed"
+	ReasonSingleNetwork  = "single-network-changed"
+	ReasonNATNewPodsOnly = "nat-outgoing-new-pods-only"
+	ReasonACLReprogram   = "acl-reprogram"
+	ReasonRoutes         = "routes-changed"
+	// hnsplan's own:
+	ReasonTemplate     = "pod-template-new-pods-only" // other pod endpoint settings: new pods only
+	ReasonHostEndpoint = "host-endpoint-changed"
+	ReasonNetworkPol   = "network-policies-changed"
+)
+
+// Change is one change to one node's HNS state.
+type Change struct {
+	Node    string   `json:"node"`
+	Kind    string   `json:"kind"` // node, network, hostEndpoint, remoteSubnetRoutes, hostRoutes, podEndpoint, policy
+	Name    string   `json:"name"`
+	Action  Action   `json:"action"`
+	Reasons []string `json:"reasons,omitempty"`
+	// Impact says what the change costs: drains, reprogrammed endpoints.
+	Impact []string `json:"impact,omitempty"`
+	// Details are the attribute-level differences, for the renderers.
+	Details []Detail `json:"details,omitempty"`
+	// Endpoints are the pod endpoints whose ACL list changes (with an
+	// inventory), and Drained the pods a replace evicts.
+	Endpoints []string `json:"endpoints,omitempty"`
+	Drained   []string `json:"drained,omitempty"`
+}
+
+// Detail is one attribute's difference: Before and After are "" when the
+// attribute is added or removed.
+type Detail struct {
+	Path              string `json:"path"`
+	Before            string `json:"before,omitempty"`
+	After             string `json:"after,omitempty"`
+	ForcesReplacement bool   `json:"forcesReplacement,omitempty"`
+}
+
+// Result is a diff.
+type Result struct {
+	Changes []Change `json:"changes"`
+	// Inventory reports whether the plans held rendered endpoints, so that
+	// reprogrammed endpoints and drained pods could be counted.
+	Inventory bool `json:"inventory"`
+}
+
+// Summary counts a result the way its closing line says it.
+type Summary struct {
+	NodesAdded, NodesChanged, NodesRemoved int
+	NetworksReplaced                       int
+	EndpointsReprogrammed                  int
+	PodsDrained                            int
+}
+
+// Summarize counts r.
+func (r *Result) Summarize() Summary {
+	var s Summary
+	changed := map[string]bool{}
+	for _, c := range r.Changes {
+		switch {
+		case c.Kind == "node" && c.Action == Create:
+			s.NodesAdded++
+		case c.Kind == "node" && c.Action == Delete:
+			s.NodesRemoved++
+		default:
+			changed[c.Node] = true
+		}
+		if c.Kind == "network" && c.Action == Replace {
+			s.NetworksReplaced++
+			s.PodsDrained += len(c.Drained)
+		}
+		if c.Kind == "policy" {
+			s.EndpointsReprogrammed += len(c.Endpoints)
+		}
+	}
+	s.NodesChanged = len(changed)
+	return s
+}
+
+// HasChanges reports whether anything changes.
+func (r *Result) HasChanges() bool { return len(r.Changes) > 0 }
+
+// Plans compares base with head, each a set of plans (by node).
+func Plans(base, head []*plan.NodePlan) *Result {
+	b, h := index(base), index(head)
+	res := &Result{Changes: []Change{}}
+	nodes := map[string]bool{}
+	for n := range b {
+		nodes[n] = true
+	}
+	for n := range h {
+		nodes[n] = true
+	}
+	names := make([]string, 0, len(nodes))
+	for n := range nodes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, p := range append(slices.Clone(base), head...) {
+		if len(p.Endpoints) > 0 {
+			res.Inventory = true
+		}
+	}
+	for _, n := range names {
+		bp, hp := b[n], h[n]
+		switch {
+		case bp == nil:
+			res.Changes = append(res.Changes, Change{Node: n, Kind: "node", Name: n, Action: Create,
+				Impact: []string{fmt.Sprintf("network %q and host endpoint created", hp.Network.Name)}})
+		case hp == nil:
+			res.Changes = append(res.Changes, Change{Node: n, Kind: "node", Name: n, Action: Delete,
+				Impact: []string{"the node leaves the intent: its agent keeps the last plan it applied"}})
+		default:
+			res.Changes = append(res.Changes, node(bp, hp)...)
+		}
+	}
+	return res
+}
+
+func index(ps []*plan.NodePlan) map[string]*plan.NodePlan {
+	m := make(map[string]*plan.NodePlan, len(ps))
+	for _, p := range ps {
+		m[p.Node] = p
+	}
+	return m
+}
+
+// identity is what HNS cannot change in place.
+type identity struct {
+	name, typ, subnet string
+	vni, port         string
+}
+
+func identityOf(p *plan.NodePlan) identity {
+	id := identity{name: p.Network.Name, typ: p.Network.Type}
+	var subnets []string
+	for _, ipam := range p.Network.Ipams {
+		for _, s := range ipam.Subnets {
+			subnets = append(subnets, s.IpAddressPrefix.String())
+			if v, ok := plan.Find[plan.VSID](s.Policies); ok {
+				id.vni = fmt.Sprint(v.IsolationId)
+			}
+		}
+	}
+	id.subnet = strings.Join(subnets, ",")
+	if v, ok := plan.Find[plan.VxlanPort](p.Network.Policies); ok {
+		id.port = fmt.Sprint(v.Port)
+	}
+	return id
+}
+
+func node(b, h *plan.NodePlan) []Change {
+	var out []Change
+	n := h.Node
+	drained := podsOf(b)
+	// The network.
+	bi, hi := identityOf(b), identityOf(h)
+	net := Change{Node: n, Kind: "network", Name: h.Network.Name}
+	for _, f := range []struct {
+		path, before, after, reason string
+	}{
+		{"Name", bi.name, hi.name, ReasonName},
+		{"Type", bi.typ, hi.typ, ReasonType},
+		{"Subnet", bi.subnet, hi.subnet, ReasonSubnet},
+		{"VNI", bi.vni, hi.vni, ReasonVNI},
+		{"VxlanPort", bi.port, hi.port, ReasonVXLANPort},
+	} {
+		if f.before != f.after {
+			net.Reasons = append(net.Reasons, f.reason)
+			net.Details = append(net.Details, Detail{Path: f.path, Before: f.before, After: f.after, ForcesReplacement: true})
+		}
+	}
+	if b.SingleNetwork != h.SingleNetwork {
+		net.Reasons = append(net.Reasons, ReasonSingleNetwork)
+		net.Details = append(net.Details, Detail{Path: "singleNetwork", Before: fmt.Sprint(b.SingleNetwork), After: fmt.Sprint(h.SingleNetwork), ForcesReplacement: true})
+	}
+	if len(net.Reasons) > 0 {
+		net.Action = Replace
+		net.Drained = drained
+		net.Impact = append(net.Impact, drainImpact(n, drained, b))
+	}
+	if d := describedPolicies(otherPolicies(b.Network.Policies), otherPolicies(h.Network.Policies)); len(d) > 0 {
+		if net.Action == "" {
+			net.Action = Update
+		}
+		net.Reasons = append(net.Reasons, ReasonNetworkPol)
+		net.Details = append(net.Details, d...)
+	}
+	if net.Action != "" {
+		out = append(out, net)
+	}
+	// The host endpoint.
+	if d := jsonDiff("", b.HostEndpoint, h.HostEndpoint); len(d) > 0 {
+		out = append(out, Change{Node: n, Kind: "hostEndpoint", Name: h.HostEndpoint.Name, Action: Update,
+			Reasons: []string{ReasonHostEndpoint}, Details: d})
+	}
+	// Routes.
+	if c, ok := routes(n, b, h); ok {
+		out = append(out, c)
+	}
+	if c, ok := hostRoutes(n, b, h); ok {
+		out = append(out, c)
+	}
+	// The pod endpoint template: HNS applies it when a pod is created.
+	if d := jsonDiff("", b.PodEndpoint, h.PodEndpoint); len(d) > 0 {
+		c := Change{Node: n, Kind: "podEndpoint", Name: "template", Action: Update, Details: d,
+			Impact: []string{"pods created from now on; existing pods keep their endpoints until recreated"}}
+		_, bNAT := plan.Find[plan.OutBoundNAT](b.PodEndpoint.Policies)
+		_, hNAT := plan.Find[plan.OutBoundNAT](h.PodEndpoint.Policies)
+		if bNAT != hNAT {
+			c.Reasons = append(c.Reasons, ReasonNATNewPodsOnly)
+		} else {
+			c.Reasons = append(c.Reasons, ReasonTemplate)
+		}
+		out = append(out, c)
+	}
+	// The policy program and, with an inventory, the endpoints it reaches.
+	if c, ok := program(n, b, h); ok {
+		out = append(out, c)
+	}
+	slices.SortStableFunc(out, func(x, y Change) int { return cmp.Compare(kindOrder(x.Kind), kindOrder(y.Kind)) })
+	return out
+}
+
+func kindOrder(k string) int {
+	return slices.Index([]string{"node", "network", "hostEndpoint", "remoteSubnetRoutes", "hostRoutes", "podEndpoint", "policy"}, k)
+}
+
+// podsOf lists the pods the plan knows on its node (with an inventory).
+func podsOf(p *plan.NodePlan) []string {
+	var out []string
+	for _, e := range p.Endpoints {
+		out = append(out, e.Pod)
+	}
+	return out
+}
+
+func drainImpact(node string, pods []string, p *plan.NodePlan) string {
+	if len(p.Endpoints) == 0 && p.Endpoints == nil {
+		return fmt.Sprintf("drain of node %s (its pods: run with --inventory to count them)", node)
+	}
+	noun := "pods"
+	if len(pods) == 1 {
+		noun = "pod"
+	}
+	return fmt.Sprintf("drain of node %s (%d %s)", node, len(pods), noun)
+}
+
+// otherPolicies are the network policies besides the identity ones.
+func otherPolicies(ps []plan.Policy) []plan.Policy {
+	return slices.DeleteFunc(slices.Clone(ps), func(p plan.Policy) bool { return p.Type == plan.TypeVxlanPort })
+}
+
+// jsonDiff compares two values field by field (top-level fields of their
+// JSON form), reporting the ones that differ; a Policies list is compared
+// policy by policy.
+func jsonDiff(prefix string, b, h any) []Detail {
+	bj, _ := json.Marshal(b)
+	hj, _ := json.Marshal(h)
+	if bytes.Equal(bj, hj) {
+		return nil
+	}
+	var bm, hm map[string]json.RawMessage
+	if json.Unmarshal(bj, &bm) != nil || json.Unmarshal(hj, &hm) != nil {
+		return []Detail{{Path: prefix, Before: string(bj), After: string(hj)}}
+	}
+	keys := map[string]bool{}
+	for k := range bm {
+		keys[k] = true
+	}
+	for k := range hm {
+		keys[k] = true
+	}
+	names := make([]string, 0, len(keys))
+	for k := range keys {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	var out []Detail
+	for _, k := range names {
+		if bytes.Equal(bm[k], hm[k]) {
+			continue
+		}
+		if k == "Policies" {
+			var bp, hp []plan.Policy
+			if json.Unmarshal(orNull(bm[k]), &bp) == nil && json.Unmarshal(orNull(hm[k]), &hp) == nil {
+				out = append(out, describedPolicies(bp, hp)...)
+				continue
+			}
+		}
+		out = append(out, Detail{Path: strings.TrimPrefix(prefix+"."+k, "."), Before: string(bm[k]), After: string(hm[k])})
+	}
+	return out
+}
+
+func orNull(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+// describedPolicies lists the policies only one side has, in words.
+func describedPolicies(b, h []plan.Policy) []Detail {
+	bs, hs := make([]string, len(b)), make([]string, len(h))
+	for i, p := range b {
+		bs[i] = plan.Describe(p)
+	}
+	for i, p := range h {
+		hs[i] = plan.Describe(p)
+	}
+	var out []Detail
+	for _, s := range bs {
+		if !slices.Contains(hs, s) {
+			out = append(out, Detail{Path: "Policies", Before: s})
+		}
+	}
+	for _, s := range hs {
+		if !slices.Contains(bs, s) {
+			out = append(out, Detail{Path: "Policies", After: s})
+		}
+	}
+	return out
+}
+
+func routeText(r plan.RemoteSubnetRoute) string {
+	return fmt.Sprintf("%s -> %s (PA %s, VSID %d, DR MAC %s)", r.DestinationPrefix, r.Node, r.ProviderAddress, r.IsolationId, cmp.Or(r.DistributedRouterMacAddress, "live"))
+}
+
+func hostRouteText(r plan.HostRoute) string {
+	return fmt.Sprintf("%s via %s (%s)", r.DestinationPrefix, r.NextHop, r.Node)
+}
+
+// MaxListDetails is how many added and removed routes a change lists; the
+// rest are counted (Impact has the totals).
+const MaxListDetails = 50
+
+// routes compares remote subnet routes: added and removed in place, one by
+// one, as HNS takes them.
+func routes(n string, b, h *plan.NodePlan) (Change, bool) {
+	return setChange(n, "remoteSubnetRoutes", b.RemoteSubnetRoutes, h.RemoteSubnetRoutes,
+		func(r plan.RemoteSubnetRoute) netip.Prefix { return r.DestinationPrefix }, routeText)
+}
+
+func hostRoutes(n string, b, h *plan.NodePlan) (Change, bool) {
+	return setChange(n, "hostRoutes", b.HostRoutes, h.HostRoutes,
+		func(r plan.HostRoute) netip.Prefix { return r.DestinationPrefix }, hostRouteText)
+}
+
+// setChange compares two lists of routes as sets. Routes are comparable
+// values, so the comparison formats only the routes that change, and
+// lists at most MaxListDetails of each kind.
+func setChange[R comparable](n, kind string, bl, hl []R, prefix func(R) netip.Prefix, text func(R) string) (Change, bool) {
+	bs := make(map[R]bool, len(bl))
+	for _, r := range bl {
+		bs[r] = true
+	}
+	hs := make(map[R]bool, len(hl))
+	for _, r := range hl {
+		hs[r] = true
+	}
+	var removed, added []R
+	for _, r := range bl {
+		if !hs[r] {
+			removed = append(removed, r)
+		}
+	}
+	for _, r := range hl {
+		if !bs[r] {
+			added = append(added, r)
+		}
+	}
+	if len(added)+len(removed) == 0 {
+		return Change{}, false
+	}
+	byPrefix := func(x, y R) int {
+		px, py := prefix(x), prefix(y)
+		return cmp.Or(px.Addr().Compare(py.Addr()), cmp.Compare(px.Bits(), py.Bits()))
+	}
+	slices.SortStableFunc(removed, byPrefix)
+	slices.SortStableFunc(added, byPrefix)
+	c := Change{Node: n, Kind: kind, Name: kind, Action: Update, Reasons: []string{ReasonRoutes},
+		Impact: []string{fmt.Sprintf("%d to add, %d to remove, in place", len(added), len(removed))}}
+	for i, r := range removed {
+		if i == MaxListDetails {
+			c.Details = append(c.Details, Detail{Path: kind, Before: fmt.Sprintf("… and %d more", len(removed)-i)})
+			break
+		}
+		c.Details = append(c.Details, Detail{Path: kind, Before: text(r)})
+	}
+	for i, r := range added {
+		if i == MaxListDetails {
+			c.Details = append(c.Details, Detail{Path: kind, After: fmt.Sprintf("… and %d more", len(added)-i)})
+			break
+		}
+		c.Details = append(c.Details, Detail{Path: kind, After: text(r)})
+	}
+	return c, true
+}
+
+// program compares the policy programs and, where both plans carry
+// rendered endpoints, which endpoints' ACL lists change.
+func program(n string, b, h *plan.NodePlan) (Change, bool) {
+	c := Change{Node: n, Kind: "policy", Name: "policy program", Action: Update}
+	bp, hp := policies(b.Program), policies(h.Program)
+	ids := map[string]bool{}
+	for id := range bp {
+		ids[id] = true
+	}
+	for id := range hp {
+		ids[id] = true
+	}
+	names := make([]string, 0, len(ids))
+	for id := range ids {
+		names = append(names, id)
+	}
+	slices.Sort(names)
+	for _, id := range names {
+		switch before, after := bp[id], hp[id]; {
+		case before == "":
+			c.Details = append(c.Details, Detail{Path: "policy", After: id})
+		case after == "":
+			c.Details = append(c.Details, Detail{Path: "policy", Before: id})
+		case before != after:
+			c.Details = append(c.Details, Detail{Path: "policy", Before: id, After: id})
+		}
+	}
+	programChanged := len(c.Details) > 0 || orderOf(b.Program) != orderOf(h.Program)
+	if programChanged && len(c.Details) == 0 {
+		c.Details = append(c.Details, Detail{Path: "order", Before: "tiers and policy order", After: "changed"})
+	}
+	// Endpoints whose rendered ACL list changes.
+	be, he := endpointACLs(b), endpointACLs(h)
+	for _, pod := range sortedKeys(he) {
+		if bacl, ok := be[pod]; ok && bacl != he[pod] {
+			c.Endpoints = append(c.Endpoints, pod)
+		}
+	}
+	if !programChanged && len(c.Endpoints) == 0 {
+		return c, false
+	}
+	if len(b.Endpoints) > 0 || len(h.Endpoints) > 0 {
+		c.Reasons = []string{fmt.Sprintf("%s:%d endpoints", ReasonACLReprogram, len(c.Endpoints))}
+		c.Impact = []string{fmt.Sprintf("%s reprogrammed (each update can reset TCP connections)", plural(len(c.Endpoints), "endpoint"))}
+	} else {
+		c.Reasons = []string{ReasonACLReprogram}
+		c.Impact = []string{"the endpoints the changed policies select are reprogrammed; run with --inventory to count them"}
+	}
+	return c, true
+}
+
+func policies(p *plan.Program) map[string]string {
+	m := map[string]string{}
+	if p == nil {
+		return m
+	}
+	for _, t := range p.Tiers {
+		for _, pol := range t.Policies {
+			pol.Source = "" // moving a policy within its file is no change
+			pol.IngressRules = slices.Clone(pol.IngressRules)
+			pol.EgressRules = slices.Clone(pol.EgressRules)
+			for i := range pol.IngressRules {
+				pol.IngressRules[i].Source = ""
+			}
+			for i := range pol.EgressRules {
+				pol.EgressRules[i].Source = ""
+			}
+			b, _ := json.Marshal(struct {
+				Tier, DefaultAction string
+				Policy              plan.NetworkPolicy
+			}{t.Name, t.DefaultAction, pol})
+			m[pol.ID] = string(b)
+		}
+	}
+	return m
+}
+
+// orderOf is the evaluation order of the program's policies.
+func orderOf(p *plan.Program) string {
+	if p == nil {
+		return ""
+	}
+	var ids []string
+	for _, t := range p.Tiers {
+		for _, pol := range t.Policies {
+			ids = append(ids, t.Name+"/"+pol.ID)
+		}
+	}
+	return strings.Join(ids, ",")
+}
+
+// endpointACLs maps each rendered pod endpoint to its ACL list (as JSON).
+func endpointACLs(p *plan.NodePlan) map[string]string {
+	m := map[string]string{}
+	for _, e := range p.Endpoints {
+		var acls []plan.ACL
+		for _, pol := range e.Policies {
+			if a, ok := pol.Settings.(plan.ACL); ok {
+				acls = append(acls, a)
+			}
+		}
+		b, _ := json.Marshal(acls)
+		m[e.Pod] = string(b)
+	}
+	return m
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

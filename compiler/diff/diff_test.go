@@ -1,0 +1,120 @@
+package diff_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/rogpeppe/go-internal/txtar"
+
+	"github.com/hnsplan/hnsplan/compiler"
+	"github.com/hnsplan/hnsplan/compiler/check"
+	"github.com/hnsplan/hnsplan/compiler/diff"
+	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/compiler/plan"
+)
+
+func compileDir(t testing.TB, dir string, inventory ...string) []*plan.NodePlan {
+	t.Helper()
+	in, loaded, err := intent.Load(dir, intent.Options{Inventory: inventory})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := intent.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := check.NewCatalog(rules)
+	if f := check.Vet(in, loaded, cat); f.HasErrors() {
+		t.Fatalf("%s is invalid: %v", dir, f)
+	}
+	res, f := compiler.Compile(in, cat)
+	if f.HasErrors() {
+		t.Fatalf("%s: %v", dir, f)
+	}
+	if _, err := compiler.EncodePlans(res.Plans); err != nil { // sets digests, as a plan file has them
+		t.Fatal(err)
+	}
+	return res.Plans
+}
+
+// TestDiffs runs testdata/*.txtar: base/ and head/ are intents (with
+// inventory.yaml as the inventory of both when present); want.txt is the
+// text diff. HNSPLAN_UPDATE=1 rewrites it. Each case's name is the reason
+// it is about, which the diff must give (identical and reordered: none).
+func TestDiffs(t *testing.T) {
+	files, _ := filepath.Glob("testdata/*.txtar")
+	if len(files) < 10 {
+		t.Fatalf("%d cases", len(files))
+	}
+	for _, file := range files {
+		name := strings.TrimSuffix(filepath.Base(file), ".txtar")
+		t.Run(name, func(t *testing.T) {
+			ar, err := txtar.ParseFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			var want *txtar.File
+			for i, f := range ar.Files {
+				if f.Name == "want.txt" {
+					want = &ar.Files[i]
+					continue
+				}
+				p := filepath.Join(dir, f.Name)
+				os.MkdirAll(filepath.Dir(p), 0o755)
+				if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var inv []string
+			if _, err := os.Stat(filepath.Join(dir, "inventory.yaml")); err == nil {
+				inv = []string{filepath.Join(dir, "inventory.yaml")}
+			}
+			res := diff.Plans(compileDir(t, filepath.Join(dir, "base"), inv...), compileDir(t, filepath.Join(dir, "head"), inv...))
+			var text bytes.Buffer
+			if err := res.WriteText(&text, false); err != nil {
+				t.Fatal(err)
+			}
+			if os.Getenv("HNSPLAN_UPDATE") != "" {
+				want.Data = text.Bytes()
+				if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else if d := cmp.Diff(string(want.Data), text.String()); d != "" {
+				t.Errorf("diff (-want +got):\n%s", d)
+			}
+			// The reason the case is named after, in the JSON form.
+			var js bytes.Buffer
+			if err := res.WriteJSON(&js); err != nil {
+				t.Fatal(err)
+			}
+			var parsed struct {
+				Changes []diff.Change `json:"changes"`
+			}
+			if err := json.Unmarshal(js.Bytes(), &parsed); err != nil {
+				t.Fatal(err)
+			}
+			switch name {
+			case "identical", "reordered":
+				if res.HasChanges() || len(parsed.Changes) != 0 {
+					t.Errorf("want no changes, got %d", len(parsed.Changes))
+				}
+			default:
+				found := false
+				for _, c := range parsed.Changes {
+					for _, r := range c.Reasons {
+						found = found || r == name || strings.HasPrefix(r, name+":")
+					}
+				}
+				if !found {
+					t.Errorf("no change gives the reason %s:\n%s", name, text.String())
+				}
+			}
+		})
+	}
+}
