@@ -243,10 +243,6 @@ func (r *Renderer) membersOf(m *plan.Match) (prefixSet, error) {
 	if ok {
 		return s, nil
 	}
-	namespaces := r.world.namespaceNames
-	if m.Namespace != "" {
-		namespaces = []string{m.Namespace}
-	}
 	var sel selector.Selector
 	if m.Selector != "" {
 		var err error
@@ -254,20 +250,49 @@ func (r *Renderer) membersOf(m *plan.Match) (prefixSet, error) {
 			return prefixSet{}, err
 		}
 	}
+	nsOK := func(ns string) (bool, error) {
+		if m.Namespace != "" && ns != m.Namespace {
+			return false, nil
+		}
+		if m.NamespaceSelector == "" {
+			return true, nil
+		}
+		return r.matches(m.NamespaceSelector, r.world.NamespaceLabels(ns))
+	}
 	var ps []netip.Prefix
-	for _, ns := range namespaces {
-		if m.NamespaceSelector != "" {
-			ok, err := r.matches(m.NamespaceSelector, r.world.NamespaceLabels(ns))
+	if cands, ok := r.world.candidates(sel); ok {
+		// The selector requires a label value: look its pods up.
+		nsCache := map[string]bool{}
+		for _, p := range cands {
+			ok, seen := nsCache[p.Namespace]
+			if !seen {
+				var err error
+				if ok, err = nsOK(p.Namespace); err != nil {
+					return prefixSet{}, err
+				}
+				nsCache[p.Namespace] = ok
+			}
+			if ok && sel.Evaluate(p.labels) {
+				ps = append(ps, netip.PrefixFrom(p.IP, p.IP.BitLen()))
+			}
+		}
+	} else {
+		namespaces := r.world.namespaceNames
+		if m.Namespace != "" {
+			namespaces = []string{m.Namespace}
+		}
+		for _, ns := range namespaces {
+			ok, err := nsOK(ns)
 			if err != nil {
 				return prefixSet{}, err
 			}
 			if !ok {
 				continue
 			}
-		}
-		for _, p := range r.world.byNamespace[ns] {
-			if m.Selector == "" || sel.Evaluate(r.world.EndpointLabels(p)) {
-				ps = append(ps, netip.PrefixFrom(p.IP, p.IP.BitLen()))
+			for _, p := range r.world.byNamespace[ns] {
+				if m.Selector == "" || sel.Evaluate(p.labels) {
+					ps = append(ps, netip.PrefixFrom(p.IP, p.IP.BitLen()))
+				}
 			}
 		}
 	}

@@ -34,8 +34,10 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/compiler/selector"
 )
 
 // Pod is a pod endpoint as the renderer sees it.
@@ -68,10 +70,13 @@ type World struct {
 	// HostAddrs are the node's own addresses (allow-host-to-endpoint).
 	HostAddrs []netip.Addr
 
-	nsLabels       map[string]map[string]string
-	byNamespace    map[string][]*Pod // pods of each namespace, in key order
-	byPortName     map[string][]*Pod // pods with a container port of each name
-	namespaceNames []string          // every namespace with pods, sorted
+	nsLabels    map[string]map[string]string
+	byNamespace map[string][]*Pod // pods of each namespace, in key order
+	byPortName  map[string][]*Pod // pods with a container port of each name
+
+	indexOnce      sync.Once
+	byLabel        map[string]map[string][]*Pod // pods by endpoint label key and value
+	namespaceNames []string                     // every namespace with pods, sorted
 }
 
 // NewWorld indexes pods and namespaces, and gives each pod its endpoint
@@ -136,4 +141,33 @@ func (w *World) NamespaceLabels(ns string) map[string]string {
 		return l
 	}
 	return namespaceLabels(ns, nil)
+}
+
+// candidates returns the pods that carry every label value the selector
+// requires (selector.RequiredEquals), from an index built on first use:
+// the shortest posting list. ok is false when the selector requires none.
+func (w *World) candidates(sel selector.Selector) (pods []*Pod, ok bool) {
+	req := sel.RequiredEquals()
+	if len(req) == 0 {
+		return nil, false
+	}
+	w.indexOnce.Do(func() {
+		w.byLabel = map[string]map[string][]*Pod{}
+		for _, p := range w.Pods {
+			for k, v := range p.labels {
+				if w.byLabel[k] == nil {
+					w.byLabel[k] = map[string][]*Pod{}
+				}
+				w.byLabel[k][v] = append(w.byLabel[k][v], p)
+			}
+		}
+	})
+	first := true
+	for k, v := range req {
+		list := w.byLabel[k][v]
+		if first || len(list) < len(pods) {
+			pods, first = list, false
+		}
+	}
+	return pods, true
 }

@@ -317,3 +317,27 @@ func quote(b *strings.Builder, v string) {
 	b.WriteString(v)
 	b.WriteByte(q)
 }
+
+// RequiredEquals returns label key=value pairs that every label set the
+// selector matches has: the `==` terms (and one-value `in` terms) of its
+// top-level conjunction. It is a necessary condition only — a renderer
+// uses it to look candidates up in an index, then evaluates the selector.
+func (s Selector) RequiredEquals() map[string]string {
+	out := map[string]string{}
+	var walk func(n *node)
+	walk = func(n *node) {
+		switch {
+		case n == nil:
+		case n.op == opEq:
+			out[n.key] = n.value
+		case n.op == opIn && len(n.set) == 1:
+			out[n.key] = n.set[0]
+		case n.op == opAnd:
+			for _, k := range n.kids {
+				walk(k)
+			}
+		}
+	}
+	walk(s.root)
+	return out
+}

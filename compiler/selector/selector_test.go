@@ -286,3 +286,28 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+func TestRequiredEquals(t *testing.T) {
+	for _, tt := range []struct {
+		sel  string
+		want map[string]string
+	}{
+		{`a == "x"`, map[string]string{"a": "x"}},
+		{`a == "x" && (b in {"y"} && has(c))`, map[string]string{"a": "x", "b": "y"}},
+		{`a == "x" || b == "y"`, map[string]string{}},
+		{`!(a == "x")`, map[string]string{}},
+		{`a in {"x", "y"}`, map[string]string{}},
+		{`all()`, map[string]string{}},
+	} {
+		got := selector.MustParse(tt.sel).RequiredEquals()
+		if len(got) != len(tt.want) {
+			t.Errorf("%s: %v, want %v", tt.sel, got, tt.want)
+			continue
+		}
+		for k, v := range tt.want {
+			if got[k] != v {
+				t.Errorf("%s: %v, want %v", tt.sel, got, tt.want)
+			}
+		}
+	}
+}
