@@ -1,0 +1,170 @@
+package hns
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/hnsplan/hnsplan/compiler/plan"
+)
+
+// Want is what a plan wants of HNS: the owned network and host endpoint,
+// and the ACL lists of pod endpoints, by address (the CNI names them).
+type Want struct {
+	Network      Network
+	HostEndpoint Endpoint
+	// PodACLs are the ACL lists of the node's pod endpoints.
+	PodACLs map[netip.Addr][]plan.ACL
+}
+
+// Diff returns the ops that turn have into want, each one mutating call:
+// a network created or replaced, routes added or removed one by one, the
+// host endpoint created, replaced or updated, and the ACL lists of pod
+// endpoints whose canonical list differs. It never deletes an object the
+// agent does not own (see the package doc), and it ignores what HNS adds
+// by itself (an Overlay network's ProviderAddress and DrMacAddress).
+func Diff(have *State, want *Want) []Op {
+	var ops []Op
+	wn := &want.Network
+	hn := have.Network(wn.Name)
+	replaced := false
+	switch {
+	case hn == nil:
+		ops = append(ops, Op{Action: Create, Kind: KindNetwork, Name: wn.Name, NetworkSpec: bare(wn), Reason: "absent"})
+		replaced = true
+	case identity(hn) != identity(wn):
+		ops = append(ops, Op{Action: Replace, Kind: KindNetwork, Name: wn.Name, NetworkSpec: bare(wn), Reason: changedIdentity(hn, wn)})
+		replaced = true
+	case hn.HostRoute != wn.HostRoute || hn.AdapterName != wn.AdapterName:
+		ops = append(ops, Op{Action: Update, Kind: KindNetPolicies, Name: wn.Name, NetworkSpec: bare(wn), Reason: "network policies"})
+	}
+	// Routes: one op each. After a create or replace the network has none.
+	var haveRoutes []RemoteRoute
+	if !replaced {
+		haveRoutes = hn.RemoteRoutes
+	}
+	ops = append(ops, routeOps(wn.Name, haveRoutes, wn.RemoteRoutes)...)
+
+	// The host endpoint.
+	we := &want.HostEndpoint
+	var he *Endpoint
+	if !replaced {
+		he = have.Endpoint(we.Name)
+	}
+	switch {
+	case he == nil:
+		ops = append(ops, Op{Action: Create, Kind: KindEndpoint, Name: we.Name, Network: wn.Name, EndpointSpec: we, Reason: "absent"})
+	case he.Network != we.Network || he.IP != we.IP || he.Remote != we.Remote || he.HostAttached != we.HostAttached || we.MAC != "" && he.MAC != we.MAC:
+		ops = append(ops, Op{Action: Replace, Kind: KindEndpoint, Name: we.Name, Network: wn.Name, EndpointSpec: we, Reason: "address, MAC or flags changed"})
+	case !samePolicies(he.Policies, we.Policies):
+		ops = append(ops, Op{Action: Update, Kind: KindEndpoint, Name: we.Name, Network: wn.Name, EndpointSpec: we, Reason: "policies changed"})
+	}
+
+	// Pod endpoints (the CNI's): only their ACL lists, only where they
+	// differ. After a replace they are gone; the CNI recreates them.
+	if !replaced {
+		for _, e := range have.EndpointsOn(wn.Name) {
+			if e.Name == we.Name || e.Remote {
+				continue // ours, or kube-proxy's remote endpoint
+			}
+			acls, ok := want.PodACLs[e.IP.Addr()]
+			if !ok || sameACLs(e.ACLs, acls) {
+				continue
+			}
+			ops = append(ops, Op{Action: Update, Kind: KindACL, Name: e.Name, Network: wn.Name,
+				ACLs: CanonicalACLs(acls), Keep: e.Policies, Reason: "ACL list differs"})
+		}
+	}
+	return ops
+}
+
+// bare is a network without its routes: routes are ops of their own.
+func bare(n *Network) *Network {
+	c := *n
+	c.RemoteRoutes = nil
+	c.ProviderAddress, c.DRMAC = netip.Addr{}, ""
+	return &c
+}
+
+// netIdentity is what HNS cannot change in place.
+type netIdentity struct {
+	typ     string
+	subnets string
+	port    uint16
+}
+
+func identity(n *Network) netIdentity {
+	return netIdentity{typ: n.Type, subnets: fmt.Sprint(n.Subnets), port: n.VXLANPort}
+}
+
+func changedIdentity(h, w *Network) string {
+	switch {
+	case h.Type != w.Type:
+		return "network-type-changed"
+	case h.VXLANPort != w.VXLANPort:
+		return "vxlan-port-changed"
+	case len(h.Subnets) == len(w.Subnets) && len(h.Subnets) > 0 && h.Subnets[0].Prefix == w.Subnets[0].Prefix && h.Subnets[0].VNI != w.Subnets[0].VNI:
+		return "vni-changed"
+	}
+	return "subnet-changed"
+}
+
+// routeOps adds and removes routes one by one; a route whose prefix stays
+// but whose VTEP changes is removed and added again (two objects differ).
+func routeOps(network string, have, want []RemoteRoute) []Op {
+	hs := make(map[RemoteRoute]bool, len(have))
+	for _, r := range have {
+		hs[r] = true
+	}
+	ws := make(map[RemoteRoute]bool, len(want))
+	for _, r := range want {
+		ws[r] = true
+	}
+	var ops []Op
+	for _, r := range sortedRoutes(have) {
+		if !ws[r] {
+			ops = append(ops, Op{Action: Delete, Kind: KindRoute, Name: r.Prefix.String(), Network: network, RouteSpec: &r, Reason: "not in the plan"})
+		}
+	}
+	for _, r := range sortedRoutes(want) {
+		if !hs[r] {
+			ops = append(ops, Op{Action: Create, Kind: KindRoute, Name: r.Prefix.String(), Network: network, RouteSpec: &r, Reason: "absent"})
+		}
+	}
+	return ops
+}
+
+func sortedRoutes(rs []RemoteRoute) []RemoteRoute {
+	out := slices.Clone(rs)
+	slices.SortFunc(out, func(a, b RemoteRoute) int {
+		return cmp.Or(compareRoute(a, b), cmp.Compare(a.ProviderAddress.String(), b.ProviderAddress.String()), cmp.Compare(a.DRMAC, b.DRMAC), cmp.Compare(a.VNI, b.VNI))
+	})
+	return out
+}
+
+// CanonicalACLs sorts an ACL list by direction, priority and Id: HNS holds
+// it as a set, evaluated by priority.
+func CanonicalACLs(acls []plan.ACL) []plan.ACL {
+	out := slices.Clone(acls)
+	slices.SortFunc(out, func(a, b plan.ACL) int {
+		return cmp.Or(cmp.Compare(a.Direction, b.Direction), cmp.Compare(a.RuleType, b.RuleType), cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Id, b.Id))
+	})
+	return out
+}
+
+func sameACLs(a, b []plan.ACL) bool {
+	return slices.Equal(CanonicalACLs(a), CanonicalACLs(b))
+}
+
+func samePolicies(a, b []plan.Policy) bool {
+	key := func(ps []plan.Policy) []string {
+		out := make([]string, len(ps))
+		for i, p := range ps {
+			out[i] = plan.Describe(p)
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(key(a), key(b))
+}

@@ -1,0 +1,74 @@
+package hns
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hnsplan/hnsplan/compiler/plan"
+)
+
+// Action is what an Op does (Terraform's symbols). The zero Action is
+// invalid: a plan of ops holds no no-ops.
+type Action rune
+
+const (
+	Create  Action = '+'
+	Update  Action = '~'
+	Delete  Action = '-'
+	Replace Action = '±' // printed as -/+
+)
+
+func (a Action) String() string {
+	if a == Replace {
+		return "-/+"
+	}
+	return string(a)
+}
+
+// Kind is what an Op acts on.
+type Kind string
+
+const (
+	KindNetwork     Kind = "network"     // a whole network (create, delete, replace)
+	KindRoute       Kind = "route"       // one RemoteSubnetRoute policy of a network
+	KindNetPolicies Kind = "netpolicies" // a network's other policies (HostRoute, NetAdapterName, VxlanPort)
+	KindEndpoint    Kind = "endpoint"    // an owned endpoint (the host endpoint)
+	KindACL         Kind = "acl"         // the ACL list of an endpoint (owned or the CNI's)
+)
+
+// Op is one change to HNS. Exactly the field of its Kind is set.
+type Op struct {
+	Action Action
+	Kind   Kind
+	Name   string // the object's name; for a route, its prefix; for ACLs, the endpoint's name
+	// Network is the network the object belongs to (routes, endpoints, ACLs).
+	Network string
+	Reason  string
+
+	NetworkSpec  *Network
+	RouteSpec    *RemoteRoute
+	EndpointSpec *Endpoint
+	// ACLs is the endpoint's new ACL list; Keep are its other policies,
+	// sent along because an Update replaces the whole policy list.
+	ACLs []plan.ACL
+	Keep []plan.Policy
+}
+
+// String is one line: "-/+ network Calico (vni-changed)".
+func (o Op) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%3s %s %s", o.Action, o.Kind, o.Name)
+	if o.Network != "" && o.Kind != KindNetwork {
+		fmt.Fprintf(&b, " on %s", o.Network)
+	}
+	switch {
+	case o.RouteSpec != nil && o.Action != Delete:
+		fmt.Fprintf(&b, " (VSID %d, PA %s, DR MAC %s)", o.RouteSpec.VNI, o.RouteSpec.ProviderAddress, o.RouteSpec.DRMAC)
+	case o.Kind == KindACL:
+		fmt.Fprintf(&b, " (%d ACLs)", len(o.ACLs))
+	}
+	if o.Reason != "" {
+		fmt.Fprintf(&b, "  # %s", o.Reason)
+	}
+	return b.String()
+}
