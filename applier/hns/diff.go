@@ -138,22 +138,31 @@ func routeOps(network string, have, want []RemoteRoute) []Op {
 func sortedRoutes(rs []RemoteRoute) []RemoteRoute {
 	out := slices.Clone(rs)
 	slices.SortFunc(out, func(a, b RemoteRoute) int {
-		return cmp.Or(compareRoute(a, b), cmp.Compare(a.ProviderAddress.String(), b.ProviderAddress.String()), cmp.Compare(a.DRMAC, b.DRMAC), cmp.Compare(a.VNI, b.VNI))
+		return cmp.Or(compareRoute(a, b), a.ProviderAddress.Compare(b.ProviderAddress), cmp.Compare(a.DRMAC, b.DRMAC), cmp.Compare(a.VNI, b.VNI))
 	})
 	return out
 }
 
 // CanonicalACLs sorts an ACL list by direction, priority and Id: HNS holds
-// it as a set, evaluated by priority.
+// it as a set, evaluated by priority. A list already in that order is
+// returned as is.
 func CanonicalACLs(acls []plan.ACL) []plan.ACL {
+	if slices.IsSortedFunc(acls, compareACL) {
+		return acls
+	}
 	out := slices.Clone(acls)
-	slices.SortFunc(out, func(a, b plan.ACL) int {
-		return cmp.Or(cmp.Compare(a.Direction, b.Direction), cmp.Compare(a.RuleType, b.RuleType), cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Id, b.Id))
-	})
+	slices.SortFunc(out, compareACL)
 	return out
 }
 
+func compareACL(a, b plan.ACL) int {
+	return cmp.Or(cmp.Compare(a.Direction, b.Direction), cmp.Compare(a.RuleType, b.RuleType), cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Id, b.Id))
+}
+
 func sameACLs(a, b []plan.ACL) bool {
+	if len(a) != len(b) {
+		return false
+	}
 	return slices.Equal(CanonicalACLs(a), CanonicalACLs(b))
 }
 

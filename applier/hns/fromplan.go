@@ -77,7 +77,7 @@ func WantFromPlan(p *plan.NodePlan, live LiveValues) (w *Want, pending []string)
 			}
 		}
 		if acls != nil {
-			w.PodACLs[ep.IpConfigurations[0].IpAddress] = acls
+			w.PodACLs[ep.IpConfigurations[0].IpAddress] = CanonicalACLs(acls)
 		}
 	}
 	return w, pending
