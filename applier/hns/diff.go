@@ -57,7 +57,7 @@ func Diff(have *State, want *Want) []Op {
 		ops = append(ops, Op{Action: Create, Kind: KindEndpoint, Name: we.Name, Network: wn.Name, EndpointSpec: we, Reason: "absent"})
 	case he.Network != we.Network || he.IP != we.IP || he.Remote != we.Remote || he.HostAttached != we.HostAttached || we.MAC != "" && he.MAC != we.MAC:
 		ops = append(ops, Op{Action: Replace, Kind: KindEndpoint, Name: we.Name, Network: wn.Name, EndpointSpec: we, Reason: "address, MAC or flags changed"})
-	case !samePolicies(he.Policies, we.Policies):
+	case !samePolicies(he.Policies, we.Policies) || !sameACLs(he.ACLs, we.ACLs):
 		ops = append(ops, Op{Action: Update, Kind: KindEndpoint, Name: we.Name, Network: wn.Name, EndpointSpec: we, Reason: "policies changed"})
 	}
 

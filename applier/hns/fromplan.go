@@ -64,7 +64,16 @@ func WantFromPlan(p *plan.NodePlan, live LiveValues) (w *Want, pending []string)
 	}
 	e.Remote = h.Flags&plan.FlagRemoteEndpoint != 0
 	e.HostAttached = h.Attach == "Host"
-	e.Policies = h.Policies
+	// ACLs go in ACLs, as a Snapshot reports them, or Diff would see the
+	// host endpoint's policies differ on every pass.
+	for _, pol := range h.Policies {
+		if a, ok := pol.Settings.(plan.ACL); ok {
+			e.ACLs = append(e.ACLs, a)
+		} else {
+			e.Policies = append(e.Policies, pol)
+		}
+	}
+	e.ACLs = CanonicalACLs(e.ACLs)
 
 	for _, ep := range p.Endpoints {
 		if len(ep.IpConfigurations) == 0 {
