@@ -104,6 +104,25 @@ func addPods(t *testing.T, h *hnsmem.HNS, w *hns.Want) {
 	}
 }
 
+// drain removes the CNI's pods from a network that ops replace, as
+// draining the node would: HNS refuses to delete a network with endpoints,
+// and the agent deletes only its own.
+func drain(t *testing.T, h *hnsmem.HNS, have *hns.State, ops []hns.Op) {
+	t.Helper()
+	for _, op := range ops {
+		if op.Kind != hns.KindNetwork || op.Action != hns.Replace {
+			continue
+		}
+		for _, e := range have.EndpointsOn(op.Name) {
+			if strings.HasPrefix(e.Name, "pod") {
+				if err := h.RemoveEndpoint(e.Name); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
 // converge applies Diff's ops; the pods the CNI would recreate after a
 // replace are recreated, and a second Diff must be empty.
 func converge(t *testing.T, h *hnsmem.HNS, w *hns.Want) {
@@ -117,6 +136,7 @@ func converge(t *testing.T, h *hnsmem.HNS, w *hns.Want) {
 		if round == 2 && len(ops) > 0 {
 			t.Fatalf("not converged after two rounds: %v", ops)
 		}
+		drain(t, h, have, ops)
 		for _, op := range ops {
 			if err := h.Apply(ctx, op); err != nil {
 				t.Fatalf("%s: %v", op, err)
@@ -163,7 +183,7 @@ func matches(t *testing.T, h *hnsmem.HNS, w *hns.Want) {
 func TestConvergeRandom(t *testing.T) {
 	for seedN := range 200 {
 		r := rand.New(rand.NewPCG(uint64(seedN), 7))
-		h := hnsmem.New(hnsmem.AllowDeleteWithEndpoints())
+		h := hnsmem.New()
 		seed(t, h)
 		start := randomWant(r)
 		converge(t, h, start)
@@ -185,15 +205,12 @@ func TestTransitions(t *testing.T) {
 	for range 8 {
 		states = append(states, randomWant(r))
 	}
-	h := hnsmem.New(hnsmem.AllowDeleteWithEndpoints())
+	h := hnsmem.New()
 	seed(t, h)
 	order := append([]int{0, 1, 2, 3, 4, 5, 6, 7}, r.Perm(8)...)
 	for _, i := range order {
 		converge(t, h, states[i])
 		matches(t, h, states[i])
-		if calls := h.MutatingCalls(); calls < 0 {
-			t.Fatal("impossible")
-		}
 	}
 	if !strings.Contains(h.String(), "nat") {
 		t.Errorf("the foreign network is gone:\n%s", h.String())
@@ -209,7 +226,7 @@ func TestFaults(t *testing.T) {
 			{Call: "injected", Code: 0x80070102, Msg: "timeout", Transient: true},
 			{Call: "injected", Code: hns.CodeInvalidPolicy, Msg: "invalid policy"},
 		} {
-			h := hnsmem.New(hnsmem.AllowDeleteWithEndpoints())
+			h := hnsmem.New()
 			seed(t, h)
 			want := randomWant(r)
 			have, _ := h.Snapshot(ctx)

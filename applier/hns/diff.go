@@ -34,6 +34,11 @@ func Diff(have *State, want *Want) []Op {
 		ops = append(ops, Op{Action: Create, Kind: KindNetwork, Name: wn.Name, NetworkSpec: bare(wn), Reason: "absent"})
 		replaced = true
 	case identity(hn) != identity(wn):
+		// HNS refuses to delete a network that still has endpoints; ours
+		// goes first. The CNI's pods must be gone already (a drain).
+		if he := have.Endpoint(want.HostEndpoint.Name); he != nil && he.Network == wn.Name {
+			ops = append(ops, Op{Action: Delete, Kind: KindEndpoint, Name: he.Name, Network: he.Network, Reason: "its network is replaced"})
+		}
 		ops = append(ops, Op{Action: Replace, Kind: KindNetwork, Name: wn.Name, NetworkSpec: bare(wn), Reason: changedIdentity(hn, wn)})
 		replaced = true
 	case hn.HostRoute != wn.HostRoute || hn.AdapterName != wn.AdapterName:
@@ -48,9 +53,9 @@ func Diff(have *State, want *Want) []Op {
 
 	// The host endpoint.
 	we := &want.HostEndpoint
-	var he *Endpoint
-	if !replaced {
-		he = have.Endpoint(we.Name)
+	he := have.Endpoint(we.Name)
+	if replaced && he != nil && he.Network == wn.Name {
+		he = nil // deleted before the network, or gone with it
 	}
 	switch {
 	case he == nil:
