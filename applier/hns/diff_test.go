@@ -87,7 +87,7 @@ func TestDiff(t *testing.T) {
 		{name: "VXLAN port changed", have: haveMatching, want: func() *Want { w := wantNode(); w.Network.VXLANPort = 4790; return w },
 			ops: []string{
 				"- endpoint Calico_ep on Calico # its network is replaced",
-			"-/+ network Calico # vxlan-port-changed",
+				"-/+ network Calico # vxlan-port-changed",
 				"+ route 192.168.0.64/26 on Calico (VSID 4096, PA 10.0.0.22, DR MAC 00-15-5D-00-00-02) # absent",
 				"+ route 192.168.0.128/26 on Calico (VSID 4096, PA 10.0.0.23, DR MAC 00-15-5D-00-00-03) # absent",
 				"+ endpoint Calico_ep on Calico # absent",
