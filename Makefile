@@ -10,6 +10,7 @@ all: build
 
 build:
 	$(GO) build -o $(BIN)/hnsplan ./cmd/hnsplan
+	$(GO) build -o $(BIN)/hnsplan-agent ./cmd/hnsplan-agent
 
 # Every test: unit, golden CLI scripts (testdata/script), examples, dependency rules.
 test:
@@ -22,6 +23,9 @@ check:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	GOOS=windows $(GO) build ./...
 	GOOS=windows $(GO) vet ./...
+	GOOS=windows $(GO) vet -tags integration ./applier/hns/hnswin
+	GOOS=windows $(GO) test -c -o /dev/null ./applier/hns/hnswin
+	GOOS=windows $(GO) test -c -tags integration -o /dev/null ./applier/hns/hnswin
 
 # Vet every bundled example, compile the calico-vxlan one, and show the
 # dry run of one of its Windows nodes.

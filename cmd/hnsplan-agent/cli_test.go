@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hnsplan/hnsplan/applier/hns"
+	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/compiler/plan"
+)
+
+// samplePlan is a small Overlay plan for node win-1.
+func samplePlan() *plan.NodePlan {
+	block := netip.MustParsePrefix("192.168.0.0/26")
+	return &plan.NodePlan{
+		Kind: plan.Kind, FormatVersion: plan.FormatVersion + ".0", Node: "win-1",
+		Network: plan.Network{
+			Name: "Calico", Type: "Overlay",
+			Ipams: []plan.Ipam{{Type: "Static", Subnets: []plan.Subnet{{
+				IpAddressPrefix: block,
+				Policies:        []plan.Policy{plan.NewPolicy(plan.VSID{IsolationId: 4096})},
+				Routes:          []plan.Route{{NextHop: netip.MustParseAddr("192.168.0.1"), DestinationPrefix: netip.MustParsePrefix("0.0.0.0/0")}},
+			}}}},
+			Policies: []plan.Policy{plan.NewPolicy(plan.VxlanPort{Port: 4789}), plan.NewPolicy(plan.HostRouteSetting{})},
+		},
+		HostEndpoint: plan.Endpoint{Name: "Calico_ep", IpConfigurations: []plan.IpConfig{{IpAddress: netip.MustParseAddr("192.168.0.2"), PrefixLength: 26}},
+			Flags: plan.FlagRemoteEndpoint, Policies: []plan.Policy{plan.NewPolicy(plan.ProviderAddress{ProviderAddress: netip.MustParseAddr("10.240.0.21")})}},
+		RemoteSubnetRoutes: []plan.RemoteSubnetRoute{{DestinationPrefix: netip.MustParsePrefix("192.168.0.64/26"), IsolationId: 4096,
+			ProviderAddress: netip.MustParseAddr("10.240.0.22"), Node: "win-2", DistributedRouterMacAddress: "00-15-5D-7A-00-22"}},
+	}
+}
+
+func writePlan(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := plan.Encode(samplePlan())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "win-1.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestApplyErrors: every bad input gets its exit code and a message that
+// names the cause, and a plan that does not verify changes nothing.
+func TestApplyErrors(t *testing.T) {
+	dir := t.TempDir()
+	good := writePlan(t, dir)
+	data, _ := os.ReadFile(good)
+	write := func(name, s string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(s), 0o644)
+		return p
+	}
+	tampered := write("tampered.json", strings.Replace(string(data), "192.168.0.64/26", "192.168.0.128/26", 1))
+	truncated := write("truncated.json", string(data[:len(data)/2]))
+	corruptState := write("corrupt-state.json", "{")
+	state := filepath.Join(dir, "state.json")
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		err  string
+	}{
+		{"no --once", []string{"apply", "--plan", good}, exitUsage, "apply needs --once"},
+		{"no --plan", []string{"apply", "--once"}, exitUsage, "apply needs --plan FILE"},
+		{"missing plan file", []string{"apply", "--once", "--plan", filepath.Join(dir, "nope.json")}, exitUsage, "nope.json: no such file"},
+		{"unknown flag", []string{"apply", "--once", "--plan", good, "--force"}, exitUsage, "unknown flag: --force"},
+		{"another node's plan", []string{"apply", "--once", "--plan", good, "--node", "win-2", "--hns", "mem:" + state}, exitFailed, "the last good plan stays applied"},
+		{"tampered plan", []string{"apply", "--once", "--plan", tampered, "--node", "win-1", "--hns", "mem:" + state}, exitFailed, "digest"},
+		{"truncated plan", []string{"apply", "--once", "--plan", truncated, "--node", "win-1", "--hns", "mem:" + state}, exitFailed, "not valid JSON (truncated?)"},
+		{"unknown HNS", []string{"apply", "--once", "--plan", good, "--node", "win-1", "--hns", "hyperv"}, exitUsage, `--hns "hyperv"`},
+		{"corrupt state file", []string{"apply", "--once", "--plan", good, "--node", "win-1", "--hns", "mem:" + corruptState}, exitFailed, "corrupt-state.json"},
+		{"simulate-cni with a dry run", []string{"apply", "--once", "--plan", good, "--node", "win-1", "--dry-run", "--simulate-cni"}, exitUsage, "--simulate-cni needs --hns mem, and no --dry-run"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			if code := run(tc.args, &out, &errOut); code != tc.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tc.code, errOut.String())
+			}
+			if !strings.Contains(errOut.String(), tc.err) {
+				t.Errorf("stderr %q does not say %q", errOut.String(), tc.err)
+			}
+			if _, err := os.Stat(state); err == nil {
+				t.Errorf("a plan that does not verify wrote HNS state")
+			}
+		})
+	}
+}
+
+// TestApplyRetries: a transient HNS error is retried and the run succeeds;
+// a permanent one stops the run with the typed error, and says how far
+// it got.
+func TestApplyRetries(t *testing.T) {
+	p := samplePlan()
+	if _, err := plan.Encode(p); err != nil {
+		t.Fatal(err)
+	}
+	timeout := &hns.Error{Call: "hcnModifyNetwork", Code: 0x80070102, Msg: "wait timed out", Transient: true}
+
+	h := hnsmem.New()
+	h.FailNext(hns.KindRoute, timeout)
+	var out bytes.Buffer
+	if err := applyOnce(context.Background(), &out, h, p, false, false); err != nil {
+		t.Fatalf("a transient error was not retried: %v", err)
+	}
+	if !strings.Contains(out.String(), "HNS calls: 4 mutating") { // 3 ops, one retried
+		t.Errorf("output:\n%s", out.String())
+	}
+	out.Reset()
+	if err := applyOnce(context.Background(), &out, h, p, false, false); err != nil || !strings.Contains(out.String(), "HNS matches the plan.") {
+		t.Errorf("second run: %v\n%s", err, out.String())
+	}
+
+	h = hnsmem.New()
+	h.FailNext(hns.KindRoute, &hns.Error{Call: "hcnModifyNetwork", Code: hns.CodeInvalidPolicy, Msg: "invalid policy"})
+	err := applyOnce(context.Background(), &out, h, p, false, false)
+	var he *hns.Error
+	if !errors.As(err, &he) || he.Code != hns.CodeInvalidPolicy {
+		t.Fatalf("err = %v, want the typed INVALID_POLICY error", err)
+	}
+	if !strings.Contains(err.Error(), "1 of 3 ops were applied before it") {
+		t.Errorf("err = %v, want how far it got", err)
+	}
+}
