@@ -17,7 +17,7 @@ func bigNode(changedRoutes, changedEndpoints int) (*State, *Want) {
 		Subnets: []Subnet{{Prefix: pfx("192.168.0.0/25"), Gateway: addr("192.168.0.1"), VNI: 4096}}}
 	for i := range 1100 {
 		w.Network.RemoteRoutes = append(w.Network.RemoteRoutes, RemoteRoute{
-			Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i / 4), byte(i % 4 * 64), 0}), 26), VNI: 4096,
+			Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 10), byte(i >> 2), byte(i % 4 * 64)}), 26), VNI: 4096,
 			ProviderAddress: netip.AddrFrom4([4]byte{172, 20, byte(i / 250), byte(i%250 + 2)}), DRMAC: fmt.Sprintf("00-15-5D-00-%02X-%02X", i/256, i%256)})
 	}
 	w.HostEndpoint = Endpoint{Name: "Calico_ep", Network: "Calico", IP: pfx("192.168.0.2/25"), Remote: true}

@@ -262,3 +262,96 @@ func asError(err error, target **hns.Error) bool {
 	}
 	return ok
 }
+
+// loadBig puts have (a BigNode state) into a fresh in-memory HNS, as the
+// CNI and an earlier agent run would have left it.
+func loadBig(tb testing.TB, have *hns.State) *hnsmem.HNS {
+	tb.Helper()
+	h := hnsmem.New()
+	if err := h.AddNetwork(have.Networks[0]); err != nil {
+		tb.Fatal(err)
+	}
+	for _, e := range have.Endpoints {
+		var err error
+		if e.Name == "Calico_ep" {
+			err = h.Apply(ctx, hns.Op{Action: hns.Create, Kind: hns.KindEndpoint, Name: e.Name, Network: e.Network, EndpointSpec: &e})
+		} else {
+			policies := make([]plan.Policy, len(e.ACLs))
+			for i, a := range e.ACLs {
+				policies[i] = plan.NewPolicy(a)
+			}
+			err = h.AddPodEndpoint(e.Network, e.Name, e.IP, "", policies)
+		}
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	h.ResetCalls()
+	return h
+}
+
+// wantOf is the Want that have already satisfies.
+func wantOf(have *hns.State) *hns.Want {
+	w := &hns.Want{Network: have.Networks[0], PodACLs: map[netip.Addr][]plan.ACL{}}
+	w.Network.RemoteRoutes = slices.Clone(w.Network.RemoteRoutes)
+	for _, e := range have.Endpoints {
+		if e.Name == "Calico_ep" {
+			w.HostEndpoint = e
+		} else {
+			w.PodACLs[e.IP.Addr()] = e.ACLs
+		}
+	}
+	return w
+}
+
+// TestMutatingCallsPerObject: at the scale, converging makes one
+// mutating call per object that differs (10 moved routes: 20, one removed
+// and one added each; 7 ACL lists: 7), and a second pass makes none.
+func TestMutatingCallsPerObject(t *testing.T) {
+	const routes, endpoints = 10, 7
+	have, want := hns.BigNode(routes, endpoints)
+	h := loadBig(t, have)
+	snap, err := h.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range hns.Diff(snap, want) {
+		if err := h.Apply(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	differing := 2*routes + endpoints
+	if got := h.MutatingCalls(); got != differing {
+		t.Errorf("%d mutating calls for %d differing objects (ratio %.2f, want 1.0)", got, differing, float64(got)/float64(differing))
+	}
+	h.ResetCalls()
+	snap, _ = h.Snapshot(ctx)
+	if ops := hns.Diff(snap, want); len(ops) != 0 || h.MutatingCalls() != 0 {
+		t.Errorf("second pass: %d ops, %d mutating calls", len(ops), h.MutatingCalls())
+	}
+}
+
+// BenchmarkConverge is one agent pass at the scale through the
+// in-memory HNS: Snapshot, Diff, Apply of 27 differing objects, back and
+// forth between two states. It reports mutating calls per differing
+// object, which must be 1.
+func BenchmarkConverge(b *testing.B) {
+	const routes, endpoints = 10, 7
+	have, want := hns.BigNode(routes, endpoints)
+	h := loadBig(b, have)
+	wants := []*hns.Want{want, wantOf(have)}
+	n := 0
+	for b.Loop() {
+		snap, err := h.Snapshot(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, op := range hns.Diff(snap, wants[n%2]) {
+			if err := h.Apply(ctx, op); err != nil {
+				b.Fatal(err)
+			}
+		}
+		n++
+	}
+	b.ReportMetric(float64(h.MutatingCalls())/float64(n*(2*routes+endpoints)), "calls/object")
+}
