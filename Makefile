@@ -27,14 +27,18 @@ check:
 	GOOS=windows $(GO) test -c -o /dev/null ./applier/hns/hnswin
 	GOOS=windows $(GO) test -c -tags integration -o /dev/null ./applier/hns/hnswin
 
-# Vet every bundled example, compile the calico-vxlan one, and show the
-# dry run of one of its Windows nodes.
+# Vet every bundled example, compile the calico-vxlan one, show the dry
+# run of one of its Windows nodes, and apply that node's plan (compiled
+# with the example's inventory) to an in-memory HNS.
 demo: build
 	@for d in $$(dirname $$(ls examples/*/*.cue) | sort -u); do $(BIN)/hnsplan vet --severity warning $$d || exit 1; done
 	@echo
 	$(BIN)/hnsplan compile examples/calico-vxlan -o $(BIN)/plans/calico-vxlan
 	@echo
 	$(BIN)/hnsplan plan examples/calico-vxlan --node win-1
+	@echo
+	$(BIN)/hnsplan compile examples/calico-vxlan --inventory examples/inventory/calico-vxlan.yaml -o $(BIN)/plans/calico-vxlan-live
+	$(BIN)/hnsplan-agent apply --once --plan $(BIN)/plans/calico-vxlan-live/win-1.json --node win-1 --hns mem --simulate-cni
 
 # Load, vet and compile of the 1,000-Windows + 100-Linux-node intent
 # against CUE's own export of it (benchstat bin/bench.txt), then the wall
