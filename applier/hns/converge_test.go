@@ -102,7 +102,16 @@ func addPods(t *testing.T, h *hnsmem.HNS, w *hns.Want) {
 			t.Fatal(err)
 		}
 	}
+	// kube-proxy's remote endpoint for a service backend on another node.
+	if w.Network.Type == "Overlay" && have.Endpoint(kubeProxyEP) == nil {
+		if err := h.AddRemoteEndpoint("Calico", kubeProxyEP, netip.MustParsePrefix("172.30.0.9/32"), "02-11-22-33-44-55", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
+
+const kubeProxyEP = "kube-proxy-remote-172.30.0.9"
+
 
 // drain removes the CNI's pods from a network that ops replace, as
 // draining the node would: HNS refuses to delete a network with endpoints,
@@ -114,7 +123,7 @@ func drain(t *testing.T, h *hnsmem.HNS, have *hns.State, ops []hns.Op) {
 			continue
 		}
 		for _, e := range have.EndpointsOn(op.Name) {
-			if strings.HasPrefix(e.Name, "pod") {
+			if strings.HasPrefix(e.Name, "pod") || e.Name == kubeProxyEP {
 				if err := h.RemoveEndpoint(e.Name); err != nil {
 					t.Fatal(err)
 				}
@@ -170,6 +179,11 @@ func matches(t *testing.T, h *hnsmem.HNS, w *hns.Want) {
 			if e.IP.Addr() == ip && !slices.Equal(hns.CanonicalACLs(e.ACLs), hns.CanonicalACLs(acls)) {
 				t.Errorf("pod %s: ACLs differ", ip)
 			}
+		}
+	}
+	if w.Network.Type == "Overlay" {
+		if e := have.Endpoint(kubeProxyEP); e == nil || !e.Remote {
+			t.Errorf("kube-proxy's remote endpoint was lost:\n%s", h.String())
 		}
 	}
 	if have.Network("nat") == nil || len(have.LoadBalancers) != 1 {
