@@ -112,7 +112,6 @@ func addPods(t *testing.T, h *hnsmem.HNS, w *hns.Want) {
 
 const kubeProxyEP = "kube-proxy-remote-172.30.0.9"
 
-
 // drain removes the CNI's pods from a network that ops replace, as
 // draining the node would: HNS refuses to delete a network with endpoints,
 // and the agent deletes only its own.
