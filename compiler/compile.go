@@ -216,7 +216,7 @@ func (c *compilation) vxlanPort() uint16 {
 func (c *compilation) nodePlan(n *intent.Node, b ipam.Block) *plan.NodePlan {
 	p := &plan.NodePlan{
 		FormatVersion: plan.FormatVersion, Kind: plan.Kind, Node: n.Name,
-		Cluster: c.c.Name, Networking: string(c.c.Networking),
+		Cluster: c.c.Name, Networking: string(c.c.Networking), Replacement: c.c.Windows.Replacement,
 	}
 	bits := b.Prefix.Bits()
 	gw := b.Gateway()

@@ -39,6 +39,11 @@ type NodePlan struct {
 	// SingleNetwork is windows_use_single_network: one network, one block
 	// per host. Flipping it can leak HNS endpoints; drain first.
 	SingleNetwork bool `json:"singleNetwork"`
+	// Replacement is how the agent may recreate the network when an
+	// immutable property changes: "drain" (cordon, evict, recreate,
+	// uncordon; the default when empty) or "manual" (wait for
+	// `hnsplan-agent replace --confirm`). Readers of format 1 ignore it.
+	Replacement string `json:"replacement,omitempty"`
 	// HostEndpoint is the node's own endpoint on the network (Calico_ep).
 	HostEndpoint Endpoint `json:"hostEndpoint"`
 	// RemoteSubnetRoutes are the VXLAN routes to other nodes' pod blocks,
