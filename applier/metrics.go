@@ -1,0 +1,74 @@
+package applier
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hnsplan/hnsplan/applier/hns"
+)
+
+// Metrics are the reconciler's Prometheus metrics (/metrics).
+type Metrics struct {
+	passes   *prometheus.HistogramVec
+	ops      *prometheus.CounterVec
+	errors   *prometheus.CounterVec
+	drifted  prometheus.Gauge
+	applied  *prometheus.GaugeVec
+	lastPass prometheus.Gauge
+	lastDig  string
+}
+
+// NewMetrics registers the metrics with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		passes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "hnsplan_reconcile_duration_seconds", Help: "Duration of reconcile passes, by the state they ended in.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}, []string{"state"}),
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hnsplan_hns_ops_total", Help: "Mutating HNS calls, by object kind, action and result.",
+		}, []string{"kind", "action", "result"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hnsplan_reconcile_errors_total", Help: "Reconcile passes that failed, by state.",
+		}, []string{"state"}),
+		drifted: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hnsplan_drift_ops", Help: "Ops the last pass found between HNS and the plan (0: HNS matched).",
+		}),
+		applied: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hnsplan_applied_plan", Help: "1 for the digest of the plan HNS matches.",
+		}, []string{"digest"}),
+		lastPass: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hnsplan_last_pass_timestamp_seconds", Help: "When the last pass ended (Unix time).",
+		}),
+	}
+	reg.MustRegister(m.passes, m.ops, m.errors, m.drifted, m.applied, m.lastPass)
+	return m
+}
+
+func (m *Metrics) pass(st Status, d time.Duration, err error) {
+	m.passes.WithLabelValues(st.State).Observe(d.Seconds())
+	m.lastPass.SetToCurrentTime()
+	if err != nil {
+		m.errors.WithLabelValues(st.State).Inc()
+	}
+	if st.Digest != "" && st.Digest != m.lastDig {
+		if m.lastDig != "" {
+			m.applied.DeleteLabelValues(m.lastDig)
+		}
+		m.applied.WithLabelValues(st.Digest).Set(1)
+		m.lastDig = st.Digest
+	}
+}
+
+func (m *Metrics) op(op hns.Op, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.ops.WithLabelValues(string(op.Kind), actionNames[op.Action], result).Inc()
+}
+
+var actionNames = map[hns.Action]string{hns.Create: "create", hns.Update: "update", hns.Delete: "delete", hns.Replace: "replace"}
+
+func (m *Metrics) drift(n int) { m.drifted.Set(float64(n)) }

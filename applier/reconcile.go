@@ -1,0 +1,186 @@
+package applier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hnsplan/hnsplan/applier/hns"
+	"github.com/hnsplan/hnsplan/compiler/plan"
+)
+
+// States of a node, as the agent reports them (Node annotation
+// hnsplan.io/state).
+const (
+	StateConverged      = "converged"
+	StateApplying       = "applying"
+	StateReplacing      = "replacing"
+	StateBlocked        = "blocked"
+	StateReplacePending = "replace-pending"
+	StateWaiting        = "waiting" // for a plan, or for the cluster's caches
+	StateError          = "error"
+)
+
+// Status is the outcome of a pass, for the Node's annotations and
+// `hnsplan-agent status`.
+type Status struct {
+	Digest    string // of the plan HNS now matches; "" until one does
+	State     string
+	LastError string
+	Ops       int      // mutating ops the pass applied
+	Pending   []string // what waits for the cluster (unknown tunnel MACs)
+}
+
+// Replacer recreates the network when an immutable property changes
+// (applier/replace: cordon, drain, journalled recreate, uncordon). It
+// returns the state to report: converged when done, blocked or
+// replace-pending when it could not proceed yet (with a nil error).
+type Replacer interface {
+	Replace(ctx context.Context, p *plan.NodePlan, want *hns.Want, reason string) (state string, err error)
+}
+
+// Reconciler converges one node's HNS to its plan and the live cluster.
+// Set the fields, then call Pass (once) or Run (the service).
+type Reconciler struct {
+	HNS hns.Client
+	// Replacer handles network replaces; nil refuses them (state
+	// replace-pending, nothing changed).
+	Replacer Replacer
+	// Report, if set, receives the status after every pass.
+	Report func(context.Context, Status)
+	// Metrics, if set, counts passes, ops and errors.
+	Metrics *Metrics
+	Log     *slog.Logger
+	// Attempts is how often a transient HNS error is tried (default 3).
+	Attempts int
+
+	mu     sync.Mutex
+	plan   *plan.NodePlan
+	status Status
+}
+
+// SetPlan makes p the plan the next passes apply. p must be verified
+// (plan.Decode): the reconciler applies it as it is.
+func (r *Reconciler) SetPlan(p *plan.NodePlan) {
+	r.mu.Lock()
+	r.plan = p
+	r.mu.Unlock()
+}
+
+// Plan returns the current plan, or nil.
+func (r *Reconciler) Plan() *plan.NodePlan {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.plan
+}
+
+// Status returns the status of the last pass.
+func (r *Reconciler) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status
+}
+
+// Pass is one level-triggered pass: want from the current plan and
+// cluster c, have from HNS, then the ops between them. It returns the
+// status it reported; the error is what should make the caller retry.
+func (r *Reconciler) Pass(ctx context.Context, c *Cluster) (Status, error) {
+	start := time.Now()
+	st, err := r.pass(ctx, c)
+	if err != nil {
+		st.State, st.LastError = StateError, err.Error()
+	}
+	r.mu.Lock()
+	if st.Digest == "" && st.State != StateWaiting {
+		st.Digest = r.status.Digest // still the last plan HNS matched
+	}
+	r.status = st
+	r.mu.Unlock()
+	if r.Metrics != nil {
+		r.Metrics.pass(st, time.Since(start), err)
+	}
+	if r.Report != nil {
+		r.Report(ctx, st)
+	}
+	return st, err
+}
+
+func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
+	p := r.Plan()
+	if p == nil {
+		return Status{State: StateWaiting, LastError: "no verified plan yet"}, nil
+	}
+	want, pending, err := WantOf(p, c)
+	if err != nil {
+		return Status{}, fmt.Errorf("plan %s: %w", p.Digest, err)
+	}
+	have, err := r.HNS.Snapshot(ctx)
+	if err != nil {
+		return Status{}, fmt.Errorf("read HNS: %w", err)
+	}
+	ops := hns.Diff(have, want)
+	if r.Metrics != nil {
+		r.Metrics.drift(len(ops))
+	}
+	for _, op := range ops {
+		if op.Kind == hns.KindNetwork && (op.Action == hns.Replace || op.Action == hns.Delete) {
+			return r.replace(ctx, p, want, op, pending)
+		}
+	}
+	for i, op := range ops {
+		if err := r.apply(ctx, op); err != nil {
+			return Status{Ops: i, Pending: pending}, fmt.Errorf("%s: %w (%d of %d ops applied; the next pass resumes)", strings.TrimSpace(op.String()), err, i, len(ops))
+		}
+	}
+	st := Status{Digest: p.Digest, State: StateConverged, Ops: len(ops), Pending: pending}
+	if len(ops) > 0 && r.Log != nil {
+		r.Log.Info("applied", "digest", p.Digest, "ops", len(ops))
+	}
+	return st, nil
+}
+
+// replace hands a network replace to the Replacer: nothing else is applied
+// before it, since a recreated network loses its routes and endpoints.
+func (r *Reconciler) replace(ctx context.Context, p *plan.NodePlan, want *hns.Want, op hns.Op, pending []string) (Status, error) {
+	if r.Replacer == nil {
+		return Status{State: StateReplacePending, Pending: pending,
+			LastError: fmt.Sprintf("network %s must be recreated (%s); this agent has no replacer: drain the node and apply", op.Name, op.Reason)}, nil
+	}
+	state, err := r.Replacer.Replace(ctx, p, want, op.Reason)
+	if err != nil {
+		return Status{Pending: pending}, fmt.Errorf("replace network %s (%s): %w", op.Name, op.Reason, err)
+	}
+	st := Status{State: state, Pending: pending}
+	if state == StateConverged {
+		st.Digest = p.Digest
+	}
+	return st, nil
+}
+
+// apply applies op, retrying transient HNS errors with backoff.
+func (r *Reconciler) apply(ctx context.Context, op hns.Op) error {
+	attempts := r.Attempts
+	if attempts <= 0 {
+		attempts = 3
+	}
+	var err error
+	for a := 1; a <= attempts; a++ {
+		err = r.HNS.Apply(ctx, op)
+		if r.Metrics != nil {
+			r.Metrics.op(op, err)
+		}
+		if err == nil || !hns.IsTransient(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(time.Duration(a*a) * 50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("after %d attempts: %w", attempts, err)
+}

@@ -1,0 +1,290 @@
+package applier_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hnsplan/hnsplan/applier"
+	"github.com/hnsplan/hnsplan/applier/hns"
+	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/compiler"
+	"github.com/hnsplan/hnsplan/compiler/check"
+	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/compiler/policy"
+)
+
+var ctx = context.Background()
+
+// compiled is an intent compiled as `hnsplan compile` does, with the
+// cluster its inventory describes, as the agent's informers would see it.
+type compiled struct {
+	plans   map[string]*plan.NodePlan
+	cluster *applier.Cluster
+}
+
+func compile(t testing.TB, dir string, inventory ...string) compiled {
+	t.Helper()
+	in, loaded, err := intent.Load(dir, intent.Options{Inventory: inventory})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := intent.Catalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat := check.NewCatalog(rules)
+	if v := check.Vet(in, loaded, cat); v.HasErrors() {
+		var b strings.Builder
+		_ = v.WriteText(&b, false)
+		t.Fatalf("%s is invalid:\n%s", dir, b.String())
+	}
+	res, findings := compiler.Compile(in, cat)
+	if findings.HasErrors() {
+		t.Fatalf("compile %s: %v", dir, findings)
+	}
+	if _, err := compiler.EncodePlans(res.Plans); err != nil { // sets the digests
+		t.Fatal(err)
+	}
+	c := compiled{plans: map[string]*plan.NodePlan{}, cluster: &applier.Cluster{
+		Pods: policy.Pods(&in.Inventory), PodNodes: map[string]string{},
+		Namespaces: policy.NamespaceLabels(in), TunnelMACs: map[string]string{}}}
+	for _, p := range res.Plans {
+		c.plans[p.Node] = p
+	}
+	for _, p := range in.Inventory.Pods {
+		c.cluster.PodNodes[p.Namespace+"/"+p.Name] = p.Spec.NodeName
+	}
+	for _, n := range in.Inventory.Nodes {
+		if mac := n.Annotations["projectcalico.org/VXLANTunnelMACAddr"]; mac != "" {
+			c.cluster.TunnelMACs[n.Name] = strings.ToUpper(strings.ReplaceAll(mac, ":", "-"))
+		}
+	}
+	return c
+}
+
+// cni creates the node's pod endpoints as the CNI does: with the
+// template's policies and no ACLs.
+func cni(t testing.TB, h *hnsmem.HNS, p *plan.NodePlan, c *applier.Cluster) int {
+	t.Helper()
+	n := 0
+	for _, pod := range c.Pods {
+		if c.PodNodes[pod.Key()] != p.Node {
+			continue
+		}
+		bits := p.Network.Ipams[0].Subnets[0].IpAddressPrefix.Bits()
+		if err := h.AddPodEndpoint(p.Network.Name, fmt.Sprintf("%s_%s", pod.Name, p.Network.Name), netip.PrefixFrom(pod.IP, bits), compiler.PodMAC(pod.IP), p.PodEndpoint.Policies); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	return n
+}
+
+// TestPassMatchesCompileTime: the agent renders the live pods' ACLs
+// exactly as the compiler rendered them from the same inventory, so a
+// node converged by the agent matches `hnsplan plan --inventory`.
+func TestPassMatchesCompileTime(t *testing.T) {
+	ex := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
+	p := ex.plans["win-1"]
+	h := hnsmem.New()
+	r := &applier.Reconciler{HNS: h}
+	r.SetPlan(p)
+	if st, err := r.Pass(ctx, ex.cluster); err != nil || st.State != applier.StateConverged || len(st.Pending) != 0 {
+		t.Fatalf("first pass: %+v, %v", st, err)
+	}
+	if n := cni(t, h, p, ex.cluster); n != 2 {
+		t.Fatalf("%d pods on win-1, want 2", n)
+	}
+	st, err := r.Pass(ctx, ex.cluster)
+	if err != nil || st.Ops != 2 || st.Digest != p.Digest {
+		t.Fatalf("second pass: %+v, %v; want 2 ACL updates", st, err)
+	}
+	have, _ := h.Snapshot(ctx)
+	if len(p.Endpoints) != 2 {
+		t.Fatalf("the plan renders %d endpoints, want 2", len(p.Endpoints))
+	}
+	for _, ep := range p.Endpoints { // rendered at compile time
+		var want []plan.ACL
+		for _, pol := range ep.Policies {
+			if a, ok := pol.Settings.(plan.ACL); ok {
+				want = append(want, a)
+			}
+		}
+		var got []plan.ACL
+		for _, e := range have.EndpointsOn("Calico") {
+			if e.IP.Addr() == ep.IpConfigurations[0].IpAddress {
+				got = e.ACLs
+			}
+		}
+		if diff := cmp.Diff(hns.CanonicalACLs(want), got); diff != "" {
+			t.Errorf("pod %s: live ACLs differ from the compiled ones (-compiled +live):\n%s", ep.Pod, diff)
+		}
+	}
+	// A restart with nothing changed: a new reconciler, no mutating call.
+	h.ResetCalls()
+	r2 := &applier.Reconciler{HNS: h}
+	r2.SetPlan(p)
+	if st, err := r2.Pass(ctx, ex.cluster); err != nil || st.Ops != 0 || h.MutatingCalls() != 0 {
+		t.Errorf("after a restart: %+v, %v, %d mutating calls", st, err, h.MutatingCalls())
+	}
+}
+
+// TestReplaceWithoutReplacer: a VNI change with no replacer is reported
+// as replace-pending and changes nothing.
+func TestReplaceWithoutReplacer(t *testing.T) {
+	ex := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
+	p := ex.plans["win-1"]
+	h := hnsmem.New()
+	r := &applier.Reconciler{HNS: h}
+	r.SetPlan(p)
+	if _, err := r.Pass(ctx, ex.cluster); err != nil {
+		t.Fatal(err)
+	}
+	moved := *p
+	moved.Network.Ipams = slices.Clone(p.Network.Ipams)
+	moved.Network.Ipams[0].Subnets = slices.Clone(p.Network.Ipams[0].Subnets)
+	moved.Network.Ipams[0].Subnets[0].Policies = []plan.Policy{plan.NewPolicy(plan.VSID{IsolationId: 5000})}
+	moved.Digest = "sha256:moved"
+	r.SetPlan(&moved)
+	h.ResetCalls()
+	st, err := r.Pass(ctx, ex.cluster)
+	if err != nil || st.State != applier.StateReplacePending || !strings.Contains(st.LastError, "vni-changed") || st.Digest != p.Digest {
+		t.Errorf("status %+v, %v; want replace-pending, still at the old digest", st, err)
+	}
+	if h.MutatingCalls() != 0 {
+		t.Errorf("%d mutating calls; want none", h.MutatingCalls())
+	}
+}
+
+// TestMetrics: a pass counts its ops and reports the applied digest.
+func TestMetrics(t *testing.T) {
+	ex := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
+	reg := prometheus.NewRegistry()
+	r := &applier.Reconciler{HNS: hnsmem.New(), Metrics: applier.NewMetrics(reg)}
+	r.SetPlan(ex.plans["win-1"])
+	if _, err := r.Pass(ctx, ex.cluster); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = v
+		}
+	}
+	for k, v := range map[string]float64{
+		"hnsplan_hns_ops_total{action=create,kind=network,result=ok}":   1,
+		"hnsplan_hns_ops_total{action=create,kind=route,result=ok}":     3,
+		"hnsplan_hns_ops_total{action=create,kind=endpoint,result=ok}":  1,
+		"hnsplan_applied_plan{digest=" + ex.plans["win-1"].Digest + "}": 1,
+		"hnsplan_drift_ops{}": 5,
+	} {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+}
+
+// writeIntent writes a one-Windows-node intent with pods pods (5 of
+// them app=api) and a policy allowing port to app=api.
+func writeIntent(t testing.TB, dir string, pods, port int) (string, string) {
+	t.Helper()
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(dir, "manifests"), 0o755))
+	must(os.WriteFile(filepath.Join(dir, "cluster.cue"), []byte(`package cluster
+
+cluster: {
+	name:       "perf"
+	datastore:  "kubernetes"
+	networking: "calico-vxlan"
+	serviceCIDRs: ["10.96.0.0/12"]
+	ipam: strictAffinity: true
+	vxlan: vni: 4096
+	pools: default: {cidr: "192.168.0.0/16", blockSize: 25}
+	nodes: {
+		"linux-1": {os: "linux", address: "10.240.0.10/24"}
+		"win-1": {os: "windows", address: "10.240.0.21/24", maxPods: 120, windows: build: "10.0.20348.1000"}
+	}
+}
+`), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "manifests", "policy.yaml"), []byte(fmt.Sprintf(`apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: api, namespace: shop}
+spec:
+  podSelector: {matchLabels: {app: api}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {app: web}}}]
+    ports: [{protocol: TCP, port: %d}]
+`, port)), 0o644))
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Namespace, metadata: {name: shop, labels: {kubernetes.io/metadata.name: shop}}}\n")
+	for i := range pods {
+		app := "web"
+		if i < 5 {
+			app = "api"
+		}
+		fmt.Fprintf(&b, "- {apiVersion: v1, kind: Pod, metadata: {name: p%03d, namespace: shop, labels: {app: %s}}, spec: {nodeName: win-1, containers: [{name: c, image: x}]}, status: {podIP: 192.168.0.%d}}\n", i, app, 3+i)
+	}
+	inv := filepath.Join(t.TempDir(), "inventory.yaml")
+	must(os.WriteFile(inv, []byte(b.String()), 0o644))
+	return dir, inv
+}
+
+// TestPolicyEditTouchesOnlyItsEndpoints: a policy edit that changes the
+// ACLs of 5 of 110 endpoints makes exactly 5 ACL updates (Felix sends
+// all of them).
+func TestPolicyEditTouchesOnlyItsEndpoints(t *testing.T) {
+	dir, inv := writeIntent(t, t.TempDir(), 110, 80)
+	before := compile(t, dir, inv)
+	h := hnsmem.New()
+	r := &applier.Reconciler{HNS: h}
+	p := before.plans["win-1"]
+	r.SetPlan(p)
+	if _, err := r.Pass(ctx, before.cluster); err != nil {
+		t.Fatal(err)
+	}
+	cni(t, h, p, before.cluster)
+	if st, err := r.Pass(ctx, before.cluster); err != nil || st.Ops != 110 {
+		t.Fatalf("programming 110 pods: %+v, %v", st, err)
+	}
+
+	dir, _ = writeIntent(t, dir, 110, 8080)
+	after := compile(t, dir, inv)
+	r.SetPlan(after.plans["win-1"])
+	h.ResetCalls()
+	if _, err := r.Pass(ctx, after.cluster); err != nil {
+		t.Fatal(err)
+	}
+	var updated []string
+	for _, c := range h.Calls() {
+		if c.Method == "hcnModifyEndpoint" {
+			updated = append(updated, c.Object)
+		}
+	}
+	slices.Sort(updated)
+	if h.MutatingCalls() != 5 || !slices.Equal(updated, []string{"p000_Calico", "p001_Calico", "p002_Calico", "p003_Calico", "p004_Calico"}) {
+		t.Errorf("%d mutating calls, ACL updates of %v; want the 5 app=api endpoints", h.MutatingCalls(), updated)
+	}
+}

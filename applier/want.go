@@ -1,0 +1,88 @@
+package applier
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/hnsplan/hnsplan/applier/hns"
+	"github.com/hnsplan/hnsplan/compiler/acl"
+	"github.com/hnsplan/hnsplan/compiler/plan"
+)
+
+// Cluster is what the reconciler reads of the live cluster. The agent
+// fills it from its informers (applier/kube); nil means "no cluster": the
+// plan's own rendered endpoints (from a compile-time inventory) are used.
+type Cluster struct {
+	// Pods are the cluster's pods (every node: policies select remote
+	// pods too), with their addresses, labels and container ports.
+	Pods []*acl.Pod
+	// PodNodes maps a pod's key ("namespace/name") to its node.
+	PodNodes map[string]string
+	// Namespaces are the labels of every namespace.
+	Namespaces map[string]map[string]string
+	// TunnelMACs are the other nodes' VXLAN tunnel MACs by node name.
+	TunnelMACs map[string]string
+	// NodeAddr is this node's address, where the plan does not say it
+	// (an L2Bridge host endpoint has no ProviderAddress).
+	NodeAddr netip.Addr
+}
+
+// WantOf is what HNS should hold for plan p and cluster c: the plan's
+// network, host endpoint and routes (with the tunnel MACs only the
+// cluster knows), and an ACL list for each of this node's pods whose
+// address is in the network's subnet. Pending lists what must wait for
+// the cluster (a route whose tunnel MAC is unknown).
+func WantOf(p *plan.NodePlan, c *Cluster) (want *hns.Want, pending []string, err error) {
+	var live hns.LiveValues
+	if c != nil {
+		live.TunnelMACs = c.TunnelMACs
+	}
+	want, pending = hns.WantFromPlan(p, live)
+	if c == nil {
+		return want, pending, nil
+	}
+	// The live cluster replaces the compile-time inventory.
+	want.PodACLs = map[netip.Addr][]plan.ACL{}
+	if p.Program == nil {
+		return want, pending, nil // no policy: HNS's default, nothing to program
+	}
+	r := acl.NewRenderer(p.Program, acl.NewWorld(c.Pods, c.Namespaces, nil))
+	hosts := hostAddrs(p, c.NodeAddr)
+	for _, pod := range c.Pods {
+		if c.PodNodes[pod.Key()] != p.Node || !pod.IP.IsValid() || !inSubnets(want, pod.IP) {
+			continue
+		}
+		in, out, err := r.RenderOn(pod, hosts)
+		if err != nil {
+			return nil, nil, fmt.Errorf("render the ACLs of pod %s: %w", pod.Key(), err)
+		}
+		want.PodACLs[pod.IP] = hns.CanonicalACLs(slices.Concat(in, out))
+	}
+	return want, pending, nil
+}
+
+// hostAddrs are the node's own addresses, which reach its pods (kubelet
+// probes): its management address and the host endpoint's, as the
+// compiler renders them.
+func hostAddrs(p *plan.NodePlan, nodeAddr netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	if pa, ok := plan.Find[plan.ProviderAddress](p.HostEndpoint.Policies); ok {
+		out = append(out, pa.ProviderAddress)
+	} else if nodeAddr.IsValid() {
+		out = append(out, nodeAddr)
+	}
+	for _, c := range p.HostEndpoint.IpConfigurations {
+		out = append(out, c.IpAddress)
+	}
+	return out
+}
+
+func inSubnets(w *hns.Want, a netip.Addr) bool {
+	for _, s := range w.Network.Subnets {
+		if s.Prefix.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
