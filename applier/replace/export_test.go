@@ -1,0 +1,4 @@
+package replace
+
+// StepIndex is stepIndex for the external tests.
+var StepIndex = stepIndex

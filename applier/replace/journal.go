@@ -1,0 +1,154 @@
+package replace
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/hnsplan/hnsplan/applier/hns"
+)
+
+// JournalVersion is the journal's format version. A journal of another
+// version is refused, not guessed at: a replace half done by another
+// agent version needs an operator.
+const JournalVersion = 1
+
+// Journal is the record of a replace in progress. It is written before
+// each step runs, so after a crash it names the step to run again; every
+// step is idempotent, so running it again converges. It is the runner's
+// only memory: everything else is re-read from HNS and the host.
+type Journal struct {
+	Version int `json:"version"`
+	// PlanDigest is the digest of the plan being applied; Reason why the
+	// network is replaced ("vni-changed").
+	PlanDigest string `json:"planDigest"`
+	Reason     string `json:"reason"`
+	// Step is the step that runs, or ran last; Attempts counts how many
+	// times it was started.
+	Step     Step `json:"step"`
+	Attempts int  `json:"attempts"`
+	// Have is the network's identity when the replace began; Want the
+	// identity it is replaced with (routes left out).
+	Have hns.Network `json:"have"`
+	Want hns.Network `json:"want"`
+	// HostRoutes is the host's routing table before the network was
+	// deleted, once HostRoutesTaken.
+	HostRoutes      []Route   `json:"hostRoutes,omitempty"`
+	HostRoutesTaken bool      `json:"hostRoutesTaken,omitempty"`
+	StartedAt       time.Time `json:"startedAt"`
+	StepStartedAt   time.Time `json:"stepStartedAt"`
+}
+
+// LoadJournal returns the replace in progress recorded at path, or nil if
+// there is none.
+func LoadJournal(path string) (*Journal, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load replace journal: %w", err)
+	}
+	var j Journal
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, fmt.Errorf("load replace journal %s: %w", path, err)
+	}
+	if j.Version != JournalVersion {
+		return nil, fmt.Errorf("load replace journal %s: version %d, this agent reads version %d", path, j.Version, JournalVersion)
+	}
+	if stepIndex(j.Step) < 0 {
+		return nil, fmt.Errorf("load replace journal %s: unknown step %q", path, j.Step)
+	}
+	return &j, nil
+}
+
+// save writes j to path atomically: a temporary file in the same
+// directory, synced, then renamed over path, so a crash leaves either the
+// old journal or the new one, never a torn one.
+func (j *Journal) save(path string) error {
+	b, err := json.MarshalIndent(j, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, append(b, '\n'))
+}
+
+func writeFileAtomic(path string, b []byte) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if _, err = f.Write(b); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// syncDir makes a rename durable. Windows cannot open a directory for
+// syncing, and NTFS journals the rename itself.
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func removeJournal(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// Confirm records an operator's confirmation (hnsplan-agent replace
+// --confirm) of the replace that the plan with digest planDigest asks, for
+// a Config in ModeManual whose ConfirmPath is path. A confirmation is for
+// that plan only: a later plan asks again.
+func Confirm(path, planDigest string) error {
+	return writeFileAtomic(path, []byte(planDigest+"\n"))
+}
+
+// confirmed reports whether path holds a confirmation of planDigest.
+func confirmed(path, planDigest string) (bool, error) {
+	if path == "" {
+		return false, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	got := string(b)
+	for len(got) > 0 && (got[len(got)-1] == '\n' || got[len(got)-1] == '\r') {
+		got = got[:len(got)-1]
+	}
+	return got == planDigest, nil
+}
