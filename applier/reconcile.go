@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -41,6 +42,9 @@ type Status struct {
 // replace-pending when it could not proceed yet (with a nil error).
 type Replacer interface {
 	Replace(ctx context.Context, p *plan.NodePlan, want *hns.Want, reason string) (state string, err error)
+	// InProgress says a replace was started and not finished: the pass
+	// resumes it before anything else.
+	InProgress() bool
 }
 
 // Reconciler converges one node's HNS to its plan and the live cluster.
@@ -118,34 +122,55 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("plan %s: %w", p.Digest, err)
 	}
-	have, err := r.HNS.Snapshot(ctx)
-	if err != nil {
-		return Status{}, fmt.Errorf("read HNS: %w", err)
-	}
-	ops := hns.Diff(have, want)
-	if r.Metrics != nil {
-		r.Metrics.drift(len(ops))
-	}
-	for _, op := range ops {
-		if op.Kind == hns.KindNetwork && (op.Action == hns.Replace || op.Action == hns.Delete) {
-			return r.replace(ctx, p, want, op, pending)
+	// At most two rounds: a replace, then what it leaves (pod ACLs).
+	for round := 0; ; round++ {
+		have, err := r.HNS.Snapshot(ctx)
+		if err != nil {
+			return Status{}, fmt.Errorf("read HNS: %w", err)
 		}
-	}
-	for i, op := range ops {
-		if err := r.apply(ctx, op); err != nil {
-			return Status{Ops: i, Pending: pending}, fmt.Errorf("%s: %w (%d of %d ops applied; the next pass resumes)", strings.TrimSpace(op.String()), err, i, len(ops))
+		ops := hns.Diff(have, want)
+		if r.Metrics != nil && round == 0 {
+			r.Metrics.drift(len(ops))
 		}
+		if round == 0 && r.needsReplace(ops) {
+			st, err := r.replace(ctx, p, want, ops, pending)
+			if err != nil || st.State != StateConverged {
+				return st, err
+			}
+			continue
+		}
+		for i, op := range ops {
+			if err := r.apply(ctx, op); err != nil {
+				return Status{Ops: i, Pending: pending}, fmt.Errorf("%s: %w (%d of %d ops applied; the next pass resumes)", strings.TrimSpace(op.String()), err, i, len(ops))
+			}
+		}
+		if len(ops) > 0 && r.Log != nil {
+			r.Log.Info("applied", "digest", p.Digest, "ops", len(ops))
+		}
+		return Status{Digest: p.Digest, State: StateConverged, Ops: len(ops), Pending: pending}, nil
 	}
-	st := Status{Digest: p.Digest, State: StateConverged, Ops: len(ops), Pending: pending}
-	if len(ops) > 0 && r.Log != nil {
-		r.Log.Info("applied", "digest", p.Digest, "ops", len(ops))
+}
+
+// needsReplace: ops replace or delete the network, or a replace is half
+// done (journalled).
+func (r *Reconciler) needsReplace(ops []hns.Op) bool {
+	if r.Replacer != nil && r.Replacer.InProgress() {
+		return true
 	}
-	return st, nil
+	return slices.ContainsFunc(ops, isNetworkReplace)
+}
+
+func isNetworkReplace(op hns.Op) bool {
+	return op.Kind == hns.KindNetwork && (op.Action == hns.Replace || op.Action == hns.Delete)
 }
 
 // replace hands a network replace to the Replacer: nothing else is applied
 // before it, since a recreated network loses its routes and endpoints.
-func (r *Reconciler) replace(ctx context.Context, p *plan.NodePlan, want *hns.Want, op hns.Op, pending []string) (Status, error) {
+func (r *Reconciler) replace(ctx context.Context, p *plan.NodePlan, want *hns.Want, ops []hns.Op, pending []string) (Status, error) {
+	op := hns.Op{Name: want.Network.Name, Reason: "resuming"}
+	if i := slices.IndexFunc(ops, isNetworkReplace); i >= 0 {
+		op = ops[i]
+	}
 	if r.Replacer == nil {
 		return Status{State: StateReplacePending, Pending: pending,
 			LastError: fmt.Sprintf("network %s must be recreated (%s); this agent has no replacer: drain the node and apply", op.Name, op.Reason)}, nil

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +17,7 @@ import (
 	"github.com/hnsplan/hnsplan/applier"
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/applier/replace"
 	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/check"
 	"github.com/hnsplan/hnsplan/compiler/intent"
@@ -286,5 +288,82 @@ func TestPolicyEditTouchesOnlyItsEndpoints(t *testing.T) {
 	slices.Sort(updated)
 	if h.MutatingCalls() != 5 || !slices.Equal(updated, []string{"p000_Calico", "p001_Calico", "p002_Calico", "p003_Calico", "p004_Calico"}) {
 		t.Errorf("%d mutating calls, ACL updates of %v; want the 5 app=api endpoints", h.MutatingCalls(), updated)
+	}
+}
+
+// drainer is the kubelet and the CNI of a drain: an eviction removes the
+// node's pod endpoints from HNS.
+type drainer struct {
+	h                  *hnsmem.HNS
+	cordoned, evicted  bool
+	uncordons, cordons int
+}
+
+func (d *drainer) Cordon(context.Context) error   { d.cordoned = true; d.cordons++; return nil }
+func (d *drainer) Uncordon(context.Context) error { d.cordoned = false; d.uncordons++; return nil }
+func (d *drainer) Evict(ctx context.Context) ([]string, error) {
+	d.evicted = true
+	have, err := d.h.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range have.Endpoints {
+		if !e.Remote && e.Name != "Calico_ep" && e.Network == "Calico" {
+			if err := d.h.RemoveEndpoint(e.Name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return nil, nil
+}
+
+// TestPassReplaces: a VNI change goes through the drain replacer, and the
+// same pass then leaves HNS matching the plan; the pods come back and
+// their ACLs are programmed at the next pass.
+func TestPassReplaces(t *testing.T) {
+	ex := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
+	p := ex.plans["win-1"]
+	h := hnsmem.New()
+	d := &drainer{h: h}
+	r := &applier.Reconciler{HNS: h, Replacer: &applier.DrainReplacer{Base: replace.Config{
+		HNS: h, Drainer: d, HostRoutes: replace.NewMemRoutes(), JournalPath: filepath.Join(t.TempDir(), "journal.json"),
+		Sleep: func(context.Context, time.Duration) error { return nil }}}}
+	r.SetPlan(p)
+	if _, err := r.Pass(ctx, ex.cluster); err != nil {
+		t.Fatal(err)
+	}
+	cni(t, h, p, ex.cluster)
+	if _, err := r.Pass(ctx, ex.cluster); err != nil {
+		t.Fatal(err)
+	}
+
+	moved := *p
+	moved.Network.Ipams = slices.Clone(p.Network.Ipams)
+	moved.Network.Ipams[0].Subnets = slices.Clone(p.Network.Ipams[0].Subnets)
+	moved.Network.Ipams[0].Subnets[0].Policies = []plan.Policy{plan.NewPolicy(plan.VSID{IsolationId: 5000})}
+	for i := range moved.RemoteSubnetRoutes {
+		moved.RemoteSubnetRoutes = slices.Clone(moved.RemoteSubnetRoutes)
+		moved.RemoteSubnetRoutes[i].IsolationId = 5000
+	}
+	moved.Digest = "sha256:moved"
+	r.SetPlan(&moved)
+	st, err := r.Pass(ctx, ex.cluster)
+	if err != nil || st.State != applier.StateConverged || st.Digest != "sha256:moved" {
+		t.Fatalf("replace pass: %+v, %v", st, err)
+	}
+	if !d.evicted || d.cordoned || d.uncordons != 1 {
+		t.Errorf("drain: %+v; want evicted and uncordoned once", d)
+	}
+	have, _ := h.Snapshot(ctx)
+	if n := have.Network("Calico"); n == nil || n.Subnets[0].VNI != 5000 || len(n.RemoteRoutes) != 3 {
+		t.Fatalf("network after the replace:\n%s", h.String())
+	}
+	cni(t, h, &moved, ex.cluster) // the pods are scheduled again
+	if st, err := r.Pass(ctx, ex.cluster); err != nil || st.Ops != 2 {
+		t.Errorf("after the pods return: %+v, %v; want their 2 ACL updates", st, err)
+	}
+	h.ResetCalls()
+	if st, err := r.Pass(ctx, ex.cluster); err != nil || st.Ops != 0 || h.MutatingCalls() != 0 {
+		t.Errorf("then: %+v, %v, %d mutating calls; want none", st, err, h.MutatingCalls())
 	}
 }

@@ -1,0 +1,45 @@
+package applier
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hnsplan/hnsplan/applier/hns"
+	"github.com/hnsplan/hnsplan/applier/replace"
+	"github.com/hnsplan/hnsplan/compiler/plan"
+)
+
+// DrainReplacer is the Replacer of a real node: replace.Run with Base
+// (HNS, Drainer, HostRoutes, JournalPath, timeouts, callbacks), the plan's
+// want and digest, and the plan's replacement mode.
+type DrainReplacer struct {
+	Base replace.Config
+}
+
+// Replace runs or resumes the journalled replace. A drain that a
+// PodDisruptionBudget holds up is state blocked, not an error: the loop
+// tries again at the next pass, and nothing was deleted.
+func (d *DrainReplacer) Replace(ctx context.Context, p *plan.NodePlan, want *hns.Want, reason string) (string, error) {
+	cfg := d.Base
+	cfg.Want, cfg.PlanDigest = want, p.Digest
+	cfg.Mode = replace.ModeDrain
+	if p.Replacement == "manual" {
+		cfg.Mode = replace.ModeManual
+	}
+	res, err := replace.Run(ctx, cfg)
+	if errors.Is(err, replace.ErrBlocked) {
+		return StateBlocked, nil
+	}
+	if err != nil {
+		return StateReplacing, err
+	}
+	return string(res.State), nil
+}
+
+// InProgress says whether a replace was journalled and not finished: the
+// next pass must resume it even if HNS already shows the new network (a
+// crash after the create leaves the node cordoned until it resumes).
+func (d *DrainReplacer) InProgress() bool {
+	j, err := replace.LoadJournal(d.Base.JournalPath)
+	return err != nil || j != nil // an unreadable journal is Run's to report
+}
