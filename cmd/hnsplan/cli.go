@@ -87,7 +87,7 @@ Exit codes: 0 success, 1 invalid input or failure, 2 changes found
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.PersistentFlags().StringVar(&g.color, "color", "auto", "colour the text output: auto, always or never")
-	root.AddCommand(newVetCmd(g), newCompileCmd(g), newPlanCmd(g), newDiffCmd(g), newMatrixCmd(g), newExplainCmd(g), newRulesCmd(g), newSchemaCmd(), newVersionCmd())
+	root.AddCommand(newVetCmd(g), newCompileCmd(g), newPlanCmd(g), newDiffCmd(g), newMatrixCmd(g), newExplainCmd(g), newRulesCmd(g), newSchemaCmd(), newPublishCmd(g), newVersionCmd())
 	return root
 }
 
