@@ -1,0 +1,321 @@
+package examples_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+const deployNamespace = "hnsplan-system"
+
+// deployObjects decodes every YAML document in deploy/ strictly (unknown
+// or duplicate fields fail) into the API's typed objects.
+func deployObjects(t *testing.T) map[string][]runtime.Object {
+	t.Helper()
+	files, err := filepath.Glob("deploy/*.y*ml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"deploy/namespace.yaml", "deploy/rbac.yaml"} {
+		if !slices.Contains(files, want) {
+			t.Fatalf("%s is missing", want)
+		}
+	}
+	if _, err := os.Stat("deploy/README.md"); err != nil {
+		t.Errorf("deploy has no README.md: %v", err)
+	}
+	dec := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme,
+		json.SerializerOptions{Yaml: true, Strict: true})
+	objs := map[string][]runtime.Object{}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for i := 1; ; i++ {
+			doc, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: document %d: %v", file, i, err)
+			}
+			if len(bytes.TrimSpace(stripComments(doc))) == 0 {
+				continue
+			}
+			obj, gvk, err := dec.Decode(doc, nil, nil)
+			if err != nil {
+				t.Errorf("%s: document %d: %v", file, i, err)
+				continue
+			}
+			switch obj.(type) {
+			case *corev1.Namespace, *corev1.ServiceAccount,
+				*rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding, *rbacv1.Role, *rbacv1.RoleBinding,
+				*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding:
+			default:
+				t.Errorf("%s: document %d: unexpected kind %s", file, i, gvk)
+				continue
+			}
+			objs[file] = append(objs[file], obj)
+		}
+	}
+	return objs
+}
+
+func stripComments(doc []byte) []byte {
+	var out []byte
+	for line := range bytes.Lines(doc) {
+		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("#")) {
+			out = append(out, line...)
+		}
+	}
+	return out
+}
+
+// rbacSet is the RBAC of the deploy manifests, to evaluate requests with.
+type rbacSet struct {
+	clusterRoles map[string]*rbacv1.ClusterRole
+	roles        map[string]*rbacv1.Role // namespace/name
+	crbs         []*rbacv1.ClusterRoleBinding
+	rbs          []*rbacv1.RoleBinding
+	sas          map[string]bool // namespace/name
+	namespaces   map[string]bool
+}
+
+func loadRBAC(t *testing.T) *rbacSet {
+	s := &rbacSet{clusterRoles: map[string]*rbacv1.ClusterRole{}, roles: map[string]*rbacv1.Role{}, sas: map[string]bool{}, namespaces: map[string]bool{}}
+	for file, objs := range deployObjects(t) {
+		for _, o := range objs {
+			switch o := o.(type) {
+			case *corev1.Namespace:
+				s.namespaces[o.Name] = true
+			case *corev1.ServiceAccount:
+				s.sas[o.Namespace+"/"+o.Name] = true
+			case *rbacv1.ClusterRole:
+				s.clusterRoles[o.Name] = o
+			case *rbacv1.Role:
+				s.roles[o.Namespace+"/"+o.Name] = o
+			case *rbacv1.ClusterRoleBinding:
+				s.crbs = append(s.crbs, o)
+			case *rbacv1.RoleBinding:
+				s.rbs = append(s.rbs, o)
+			}
+			// Namespaced objects live in hnsplan-system; cluster-scoped
+			// ones name no namespace.
+			ns := o.(interface{ GetNamespace() string }).GetNamespace()
+			name := o.(interface{ GetName() string }).GetName()
+			switch o.(type) {
+			case *corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding:
+				if ns != deployNamespace {
+					t.Errorf("%s: %T %s is in namespace %q, not %s", file, o, name, ns, deployNamespace)
+				}
+			default:
+				if ns != "" {
+					t.Errorf("%s: cluster-scoped %T %s names namespace %q", file, o, name, ns)
+				}
+			}
+		}
+	}
+	return s
+}
+
+// allows reports whether ServiceAccount ns/sa may do verb on resource of
+// group in namespace (cluster-wide if namespace is "").
+func (s *rbacSet) allows(sa, namespace, group, resource, verb string) bool {
+	subject := func(subs []rbacv1.Subject) bool {
+		return slices.ContainsFunc(subs, func(x rbacv1.Subject) bool {
+			return x.Kind == "ServiceAccount" && x.Namespace+"/"+x.Name == sa
+		})
+	}
+	match := func(rules []rbacv1.PolicyRule) bool {
+		return slices.ContainsFunc(rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb)
+		})
+	}
+	for _, b := range s.crbs {
+		if cr := s.clusterRoles[b.RoleRef.Name]; cr != nil && subject(b.Subjects) && match(cr.Rules) {
+			return true
+		}
+	}
+	if namespace == "" {
+		return false
+	}
+	for _, b := range s.rbs {
+		if b.Namespace != namespace || !subject(b.Subjects) {
+			continue
+		}
+		var rules []rbacv1.PolicyRule
+		if b.RoleRef.Kind == "ClusterRole" {
+			if cr := s.clusterRoles[b.RoleRef.Name]; cr != nil {
+				rules = cr.Rules
+			}
+		} else if r := s.roles[b.Namespace+"/"+b.RoleRef.Name]; r != nil {
+			rules = r.Rules
+		}
+		if match(rules) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestDeployRBAC(t *testing.T) {
+	s := loadRBAC(t)
+	if !s.namespaces[deployNamespace] {
+		t.Errorf("no Namespace %s", deployNamespace)
+	}
+	var rules []rbacv1.PolicyRule
+	for _, r := range s.clusterRoles {
+		rules = append(rules, r.Rules...)
+	}
+	for _, r := range s.roles {
+		rules = append(rules, r.Rules...)
+	}
+	for _, r := range rules {
+		for _, field := range [][]string{r.Verbs, r.Resources, r.APIGroups, r.ResourceNames} {
+			for _, v := range field {
+				if strings.Contains(v, "*") {
+					t.Errorf("rule %+v grants %q", r, v)
+				}
+			}
+		}
+		for _, res := range r.Resources {
+			if res == "secrets" || strings.HasPrefix(res, "secrets/") {
+				t.Errorf("rule %+v grants access to secrets", r)
+			}
+		}
+		for _, v := range r.Verbs {
+			if slices.Contains([]string{"escalate", "bind", "impersonate", "deletecollection"}, v) {
+				t.Errorf("rule %+v grants %s", r, v)
+			}
+		}
+		if len(r.NonResourceURLs) > 0 {
+			t.Errorf("rule %+v grants non-resource URLs", r)
+		}
+	}
+	// Bindings point at roles and ServiceAccounts that exist here.
+	for _, b := range s.crbs {
+		if s.clusterRoles[b.RoleRef.Name] == nil || b.RoleRef.Kind != "ClusterRole" {
+			t.Errorf("ClusterRoleBinding %s: no ClusterRole %s", b.Name, b.RoleRef.Name)
+		}
+		for _, sub := range b.Subjects {
+			if !s.sas[sub.Namespace+"/"+sub.Name] {
+				t.Errorf("ClusterRoleBinding %s: no ServiceAccount %s/%s", b.Name, sub.Namespace, sub.Name)
+			}
+		}
+		// ConfigMaps are never granted cluster-wide.
+		if cr := s.clusterRoles[b.RoleRef.Name]; cr != nil {
+			for _, r := range cr.Rules {
+				if slices.Contains(r.Resources, "configmaps") {
+					t.Errorf("ClusterRoleBinding %s grants configmaps in every namespace", b.Name)
+				}
+			}
+		}
+	}
+	for _, b := range s.rbs {
+		ok := s.roles[b.Namespace+"/"+b.RoleRef.Name] != nil
+		if b.RoleRef.Kind == "ClusterRole" {
+			ok = s.clusterRoles[b.RoleRef.Name] != nil
+		}
+		if !ok {
+			t.Errorf("RoleBinding %s: no %s %s", b.Name, b.RoleRef.Kind, b.RoleRef.Name)
+		}
+		for _, sub := range b.Subjects {
+			if !s.sas[sub.Namespace+"/"+sub.Name] {
+				t.Errorf("RoleBinding %s: no ServiceAccount %s/%s", b.Name, sub.Namespace, sub.Name)
+			}
+		}
+	}
+
+	const agent = deployNamespace + "/hnsplan-agent"
+	const publisher = deployNamespace + "/hnsplan-publisher"
+	for _, c := range []struct {
+		sa, ns, group, resource, verb string
+		want                          bool
+	}{
+		// What the agent needs.
+		{agent, "", "", "nodes", "get", true},
+		{agent, "", "", "nodes", "list", true},
+		{agent, "", "", "nodes", "watch", true},
+		{agent, "", "", "nodes", "patch", true},
+		{agent, "", "", "pods", "list", true},
+		{agent, "", "", "pods", "watch", true},
+		{agent, "", "", "namespaces", "watch", true},
+		{agent, "default", "", "pods/eviction", "create", true},
+		{agent, "default", "", "events", "create", true},
+		{agent, "default", "", "events", "patch", true},
+		{agent, deployNamespace, "", "configmaps", "get", true},
+		{agent, deployNamespace, "", "configmaps", "watch", true},
+		{agent, "", "crd.projectcalico.org", "blockaffinities", "watch", true},
+		// ... and no more.
+		{agent, "default", "", "configmaps", "get", false},
+		{agent, deployNamespace, "", "configmaps", "patch", false},
+		{agent, "default", "", "pods", "delete", false},
+		{agent, "", "", "nodes", "delete", false},
+		{agent, "", "", "nodes", "update", false},
+		{agent, deployNamespace, "", "secrets", "get", false},
+		{agent, "", "crd.projectcalico.org", "blockaffinities", "patch", false},
+		// What publish needs.
+		{publisher, deployNamespace, "", "configmaps", "patch", true},
+		{publisher, deployNamespace, "", "configmaps", "create", true},
+		{publisher, deployNamespace, "", "configmaps", "list", true},
+		{publisher, deployNamespace, "", "configmaps", "delete", true},
+		{publisher, "", "", "namespaces", "get", true},
+		{publisher, "", "", "namespaces", "create", true},
+		{publisher, "", "", "namespaces", "patch", true},
+		// ... and no more.
+		{publisher, "default", "", "configmaps", "patch", false},
+		{publisher, "", "", "nodes", "get", false},
+		{publisher, deployNamespace, "", "secrets", "get", false},
+	} {
+		if got := s.allows(c.sa, c.ns, c.group, c.resource, c.verb); got != c.want {
+			t.Errorf("%s may %s %s.%s in %q: %v, want %v", c.sa, c.verb, c.resource, c.group, c.ns, got, c.want)
+		}
+	}
+	// The publisher may touch only its own namespace.
+	for _, r := range s.clusterRoles["hnsplan-publisher-namespace"].Rules {
+		if slices.Contains(r.Resources, "namespaces") && !slices.Equal(r.ResourceNames, []string{deployNamespace}) {
+			t.Errorf("hnsplan-publisher may %v namespaces %v, want only %s", r.Verbs, r.ResourceNames, deployNamespace)
+		}
+	}
+}
+
+func TestDeployAdmissionPolicy(t *testing.T) {
+	var policies, bindings []string
+	for _, objs := range deployObjects(t) {
+		for _, o := range objs {
+			switch o := o.(type) {
+			case *admissionv1.ValidatingAdmissionPolicy:
+				policies = append(policies, o.Name)
+				if len(o.Spec.Validations) == 0 || o.Spec.FailurePolicy == nil || *o.Spec.FailurePolicy != admissionv1.Fail {
+					t.Errorf("policy %s: no validations or does not fail closed", o.Name)
+				}
+			case *admissionv1.ValidatingAdmissionPolicyBinding:
+				bindings = append(bindings, o.Spec.PolicyName)
+				if !slices.Contains(o.Spec.ValidationActions, admissionv1.Deny) {
+					t.Errorf("binding %s does not deny", o.Name)
+				}
+			}
+		}
+	}
+	slices.Sort(policies)
+	slices.Sort(bindings)
+	if !slices.Equal(policies, bindings) {
+		t.Errorf("admission policies %v, bound %v: want each bound once", policies, bindings)
+	}
+}
