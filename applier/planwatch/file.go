@@ -1,0 +1,172 @@
+package planwatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// Defaults for a File's zero fields.
+const (
+	DefaultDebounce = 200 * time.Millisecond
+	DefaultResync   = time.Minute
+)
+
+// A File is a Source that reads the plan from a file.
+//
+// It watches the file's directory, not the file: plans arrive by atomic
+// rename (a new inode each time, which a watch on the file would lose),
+// the file may not exist yet, and it may be removed and created again.
+// Any change in the directory starts a debounce; when the directory has
+// been quiet for Debounce the file is read and verified once, so a burst
+// of writes or renames yields one Update, for the last content. Every
+// event counts, not only those naming the file, because a ConfigMap
+// volume or a symlink swap changes the file's content through another
+// name; reading an unchanged plan again costs a read and a hash and sends
+// nothing.
+//
+// A file that does not exist is reported as ErrAbsent (once per absence);
+// the last good plan stays in force. A file being written in place may be
+// read half-written: that is a rejection, and the complete file, once
+// written, is delivered. A file that cannot be read (permissions, a
+// sharing violation on Windows) is a rejection, retried with a growing
+// backoff (up to 30s) because the cause may go away without an event.
+type File struct {
+	// Path is the plan file, e.g. C:\ProgramData\hnsplan\plan.json. Its
+	// directory must exist when Run starts.
+	Path string
+	// Node is this node's name: a plan for another node is rejected.
+	Node string
+	// Debounce is how long the directory must be quiet before the file is
+	// read. Zero means DefaultDebounce.
+	Debounce time.Duration
+	// Resync is how often the file is read with no event, in case an
+	// event was missed (an overflowed queue, a network filesystem). Zero
+	// means DefaultResync; negative disables it.
+	Resync time.Duration
+}
+
+var _ Source = (*File)(nil)
+
+// Run implements Source. It returns an error at once if the directory
+// cannot be watched. If the directory is later removed, Run keeps going
+// and watches it again on the next resync after it is back.
+func (f *File) Run(ctx context.Context, updates chan<- Update) error {
+	path := filepath.Clean(f.Path)
+	dir := filepath.Dir(path)
+	debounce := f.Debounce
+	if debounce <= 0 {
+		debounce = DefaultDebounce
+	}
+	resync := f.Resync
+	if resync == 0 {
+		resync = DefaultResync
+	}
+
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("planwatch: %s: watch: %w", path, err)
+	}
+	defer w.Close()
+	// Watch before the first read, so a plan that lands in between is
+	// seen by one or the other.
+	if err := w.Add(dir); err != nil {
+		return fmt.Errorf("planwatch: %s: watch directory %s: %w", path, dir, err)
+	}
+	watching := true
+
+	e := &emitter{node: f.Node, source: path, what: "the file", updates: updates}
+	// timer fires debounce after the last event, or when a failed read is
+	// due for a retry; stopped while idle.
+	timer := time.NewTimer(debounce)
+	timer.Stop()
+	// backoff is the wait before retrying a read that failed (not for
+	// absence: that is a state, not a failure); 0 after a good read.
+	var backoff time.Duration
+	read := func() error {
+		failed, err := f.read(ctx, e, path)
+		if err != nil || !failed {
+			backoff = 0
+			return err
+		}
+		backoff = min(max(2*backoff, debounce), maxBackoff)
+		timer.Reset(backoff)
+		return nil
+	}
+	if err := read(); err != nil {
+		return err
+	}
+
+	var tick <-chan time.Time
+	if resync > 0 {
+		t := time.NewTicker(resync)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case ev, ok := <-w.Events:
+			if !ok {
+				return fmt.Errorf("planwatch: %s: the directory watcher closed", path)
+			}
+			if filepath.Clean(ev.Name) == dir && ev.Has(fsnotify.Remove|fsnotify.Rename) {
+				// The directory itself went: its watch is gone with it.
+				watching = false
+			}
+			timer.Reset(debounce)
+		case err, ok := <-w.Errors:
+			if !ok {
+				return fmt.Errorf("planwatch: %s: the directory watcher closed", path)
+			}
+			// Most likely an overflowed event queue: events were lost, so
+			// read as if there had been one. The error itself is not the
+			// plan's fault and leaves no Update.
+			_ = err
+			timer.Reset(debounce)
+		case <-timer.C:
+			if err := read(); err != nil {
+				return err
+			}
+		case <-tick:
+			if !watching {
+				// A directory that comes back is a new one; watch it again.
+				watching = w.Add(dir) == nil
+			}
+			if err := read(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// maxBackoff caps the wait between retries of a read that keeps failing.
+const maxBackoff = 30 * time.Second
+
+// read reads and verifies the file and sends what it found. failed says
+// the file could not be read. Its error is only ever ctx's.
+func (f *File) read(ctx context.Context, e *emitter, path string) (failed bool, err error) {
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		why := "does not exist"
+		if e.existed {
+			why = "was removed"
+		}
+		return false, e.absent(ctx, why)
+	}
+	e.existed = true
+	if err != nil {
+		// Permissions, or a sharing violation on Windows while the file
+		// is being replaced: a rejection, and a retry, since the latter
+		// may pass without another event.
+		return true, e.reject(ctx, nil, err, fmt.Sprintf("cannot read the file: %v", err))
+	}
+	return false, e.data(ctx, raw)
+}
