@@ -1,0 +1,117 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Annotations the agent keeps on its Node.
+const (
+	AnnotationDigest    = "hnsplan.io/applied-digest"
+	AnnotationState     = "hnsplan.io/state"
+	AnnotationLastError = "hnsplan.io/last-error"
+	// AnnotationCordoned marks a cordon made by the agent, so that after a
+	// restart it knows to lift it, and never lifts an operator's.
+	AnnotationCordoned = "hnsplan.io/cordoned-by-agent"
+)
+
+// State is the agent's state as published on its Node.
+type State string
+
+const (
+	StateConverged      State = "converged"       // HNS matches the plan
+	StateApplying       State = "applying"        // in-place changes under way
+	StateReplacing      State = "replacing"       // network replacement (drain, recreate) under way
+	StateBlocked        State = "blocked"         // replacement waits on evictions a PodDisruptionBudget refuses
+	StateReplacePending State = "replace-pending" // replacement needed, but replacement is "manual"
+	StateError          State = "error"           // the last reconcile failed; see last-error
+)
+
+// Status is what SetStatus publishes.
+type Status struct {
+	Digest string // digest of the plan last applied completely; "" removes the annotation
+	State  State
+	Error  string // "" removes hnsplan.io/last-error
+}
+
+// SetStatus writes st to this Node's hnsplan.io/ annotations with a JSON
+// merge patch, which touches no other field. It skips the request when the
+// cache already shows exactly these values, so calling it after every
+// reconcile costs nothing while nothing changes.
+func (c *Client) SetStatus(ctx context.Context, st Status) error {
+	want := map[string]string{AnnotationDigest: st.Digest, AnnotationState: string(st.State), AnnotationLastError: st.Error}
+	if n, ok := c.Node(); ok {
+		same := true
+		for k, v := range want {
+			if got, has := n.Annotations[k]; got != v || has != (v != "") {
+				same = false
+			}
+		}
+		if same {
+			return nil
+		}
+	}
+	ann := map[string]any{}
+	for k, v := range want {
+		if v == "" {
+			ann[k] = nil // merge patch: remove
+		} else {
+			ann[k] = v
+		}
+	}
+	if err := c.patchNode(ctx, map[string]any{"metadata": map[string]any{"annotations": ann}}); err != nil {
+		return fmt.Errorf("kube: set status of node %q: %w", c.node, err)
+	}
+	return nil
+}
+
+// PublishTunnel sets this Node's projectcalico.org/VXLANTunnelMACAddr and
+// projectcalico.org/IPv4VXLANTunnelAddr annotations, which Calico's Linux
+// nodes read to program their VXLAN routes and FDB entries towards this node.
+// mac may be in any form net.ParseMAC accepts; it is written lower-case and
+// colon-separated, the form Calico's own nodes write (Calico parses either).
+// vtep must be IPv4.
+func (c *Client) PublishTunnel(ctx context.Context, mac string, vtep netip.Addr) error {
+	hns, err := NormalizeMAC(mac)
+	if err != nil {
+		return fmt.Errorf("kube: publish tunnel of node %q: %w", c.node, err)
+	}
+	if !vtep.Is4() {
+		return fmt.Errorf("kube: publish tunnel of node %q: VTEP address %v is not IPv4", c.node, vtep)
+	}
+	linux := macColon(hns)
+	patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		AnnotationTunnelMAC: linux, AnnotationTunnelAddr: vtep.String(),
+	}}}
+	if err := c.patchNode(ctx, patch); err != nil {
+		return fmt.Errorf("kube: publish tunnel of node %q: %w", c.node, err)
+	}
+	return nil
+}
+
+// macColon turns "00-15-5D-7A-00-22" into "00:15:5d:7a:00:22".
+func macColon(hns string) string {
+	b := []byte(hns)
+	for i, ch := range b {
+		switch {
+		case ch == '-':
+			b[i] = ':'
+		case 'A' <= ch && ch <= 'F':
+			b[i] = ch + ('a' - 'A')
+		}
+	}
+	return string(b)
+}
+
+func (c *Client) patchNode(ctx context.Context, patch map[string]any) error {
+	data, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	_, err = c.client.CoreV1().Nodes().Patch(ctx, c.node, types.MergePatchType, data, metav1PatchOptions)
+	return err
+}
