@@ -4,7 +4,7 @@ BIN     := bin
 FUZZTIME ?= 30s
 BENCHCOUNT ?= 6
 
-.PHONY: all build test check demo bench fuzz clean
+.PHONY: all build test test-integration check demo bench fuzz clean
 
 all: build
 
@@ -15,6 +15,19 @@ build:
 # Every test: unit, golden CLI scripts (testdata/script), examples, dependency rules.
 test:
 	$(GO) test ./...
+
+# Integration tests (build tag integration) against a real kube-apiserver and
+# etcd, built once from the Go module proxy by ../shared/tools/kube-test-env.sh
+# (cold: minutes; then cached under ~/.cache/real-apiserver) and started on
+# 127.0.0.1 for this run only. KUBECONFIG and KUBE_TEST_ENV reach the tests.
+KUBE_TEST_ENV ?= $(abspath ../shared/tools/kube-test-env.sh)
+KAS_RUN_DIR   ?= $(CURDIR)/.tmp/real-apiserver
+test-integration:
+	@KAS_RUN_DIR=$(KAS_RUN_DIR) $(KUBE_TEST_ENV) stop >/dev/null 2>&1 || true
+	KAS_RUN_DIR=$(KAS_RUN_DIR) $(KUBE_TEST_ENV) start >/dev/null
+	@KUBECONFIG=$(KAS_RUN_DIR)/kubeconfig KUBE_TEST_ENV=$(KUBE_TEST_ENV) KAS_RUN_DIR=$(KAS_RUN_DIR) \
+	  $(GO) test -tags integration -count=1 ./applier/... ./cmd/...; rc=$$?; \
+	  KAS_RUN_DIR=$(KAS_RUN_DIR) $(KUBE_TEST_ENV) stop >/dev/null 2>&1; exit $$rc
 
 # Static checks, and the Windows build the agent ships as.
 check:
@@ -28,8 +41,9 @@ check:
 	GOOS=windows $(GO) test -c -tags integration -o /dev/null ./applier/hns/hnswin
 
 # Vet every bundled example, compile the calico-vxlan one, show the dry
-# run of one of its Windows nodes, and apply that node's plan (compiled
-# with the example's inventory) to an in-memory HNS.
+# run of one of its Windows nodes, and run the agent on that node's plan
+# (compiled with the example's inventory) over an in-memory HNS until it
+# has converged: network, routes, host endpoint, then the pods' ACLs.
 demo: build
 	@for d in $$(dirname $$(ls examples/*/*.cue) | sort -u); do $(BIN)/hnsplan vet --severity warning $$d || exit 1; done
 	@echo
@@ -38,7 +52,8 @@ demo: build
 	$(BIN)/hnsplan plan examples/calico-vxlan --node win-1
 	@echo
 	$(BIN)/hnsplan compile examples/calico-vxlan --inventory examples/inventory/calico-vxlan.yaml -o $(BIN)/plans/calico-vxlan-live
-	$(BIN)/hnsplan-agent apply --once --plan $(BIN)/plans/calico-vxlan-live/win-1.json --node win-1 --hns mem --simulate-cni
+	$(BIN)/hnsplan-agent run --plan $(BIN)/plans/calico-vxlan-live/win-1.json --node win-1 --hns mem --simulate-cni \
+	  --state-dir $(BIN)/agent-state --listen 127.0.0.1:0 --until-converged
 
 # Load, vet and compile of the 1,000-Windows + 100-Linux-node intent
 # against CUE's own export of it (benchstat bin/bench.txt), then the wall

@@ -46,7 +46,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(args)
-	root.AddCommand(newApplyCmd(), newVersionCmd())
+	root.AddCommand(newApplyCmd(), newRunCmd(), newStatusCmd(), newReplaceCmd(), newInstallCmd(), newUninstallCmd(), newVersionCmd())
 	err := root.Execute()
 	if err == nil {
 		return exitOK
@@ -246,6 +246,12 @@ func applyWithRetry(ctx context.Context, c hns.Client, op hns.Op) error {
 		}
 	}
 	return fmt.Errorf("after %d attempts: %w", maxAttempts, err)
+}
+
+// openRunHNS is openHNS for the service, before any plan is known.
+func openRunHNS(flag string) (hns.Client, error) {
+	c, _, err := openHNS(flag, &plan.NodePlan{})
+	return c, err
 }
 
 // openHNS returns the client --hns names. The in-memory HNS plays the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/hnsplan/hnsplan/applier/hns"
+	"github.com/hnsplan/hnsplan/applier/replace"
 )
 
 // defaultHNS is the in-memory HNS: the real one exists only on Windows.
@@ -16,3 +17,10 @@ const windowsHNSHelp = " (the host's HNS on Windows)"
 func openPlatformHNS(flag string) (hns.Client, func(), error) {
 	return nil, nil, &exitError{code: exitUsage, err: fmt.Errorf("--hns %q: only mem and mem:FILE exist on this OS; the host's HNS is Windows only", flag)}
 }
+
+// defaultStateDir holds the replace journal and confirmations.
+func defaultStateDir() string { return "/var/lib/hnsplan" }
+
+// hostRoutes is the host's routing table as the replace sees it: only
+// Windows has one HNS can disturb, so elsewhere it is in memory.
+func hostRoutes() replace.HostRoutes { return replace.NewMemRoutes() }

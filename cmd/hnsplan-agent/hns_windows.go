@@ -3,10 +3,14 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnswin"
+	"github.com/hnsplan/hnsplan/applier/replace"
 )
 
 // defaultHNS is the host's HNS.
@@ -24,3 +28,12 @@ func openPlatformHNS(flag string) (hns.Client, func(), error) {
 	}
 	return c, func() {}, nil
 }
+
+// defaultStateDir holds the replace journal and confirmations.
+func defaultStateDir() string {
+	return filepath.Join(cmp.Or(os.Getenv("ProgramData"), `C:\ProgramData`), "hnsplan")
+}
+
+// hostRoutes is the host's IP routing table, which creating a network can
+// disturb (the vSwitch takes over the NIC).
+func hostRoutes() replace.HostRoutes { return replace.WindowsRoutes{} }

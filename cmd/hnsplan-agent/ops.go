@@ -1,0 +1,150 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/hnsplan/hnsplan/applier/replace"
+)
+
+// getStatus reads a running agent's /status.
+func getStatus(addr string) (agentStatus, error) {
+	var st agentStatus
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + addr + "/status")
+	if err != nil {
+		return st, fmt.Errorf("no agent answers on %s (is `hnsplan-agent run` running, with --listen %s?): %w", addr, addr, err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return st, fmt.Errorf("%s/status: %w", addr, err)
+	}
+	return st, nil
+}
+
+func newStatusCmd() *cobra.Command {
+	var addr, output string
+	cmd := &cobra.Command{
+		Use:   "status [--addr HOST:PORT] [-o text|json]",
+		Short: "Show the running agent's state: plan, applied digest, state, last error",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := getStatus(addr)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			out := cmd.OutOrStdout()
+			switch output {
+			case "json":
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			case "text":
+			default:
+				return &exitError{code: exitUsage, err: fmt.Errorf("-o %q: want text or json", output)}
+			}
+			fmt.Fprintf(out, "node:     %s\nstate:    %s\nplan:     %s (%s)\napplied:  %s\n", st.Node, st.State, orNone(st.Plan), orNone(st.Planned), orNone(st.Applied))
+			if st.Error != "" {
+				fmt.Fprintf(out, "error:    %s\n", st.Error)
+			}
+			if st.Reject != "" {
+				fmt.Fprintf(out, "rejected: %s\n", st.Reject)
+			}
+			for _, p := range st.Pending {
+				fmt.Fprintf(out, "pending:  %s\n", p)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:9180", "the agent's --listen address")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func newReplaceCmd() *cobra.Command {
+	var confirm bool
+	var addr, stateDir string
+	cmd := &cobra.Command{
+		Use:   "replace --confirm [--addr HOST:PORT] [--state-dir DIR]",
+		Short: "Confirm the network replace a plan with replacement: manual is waiting for",
+		Long: `replace --confirm lets the running agent recreate this node's network for the plan it
+is applying now (state replace-pending): it will cordon, drain, recreate and uncordon.
+The confirmation is for that plan only; a later plan asks again.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !confirm {
+				return &exitError{code: exitUsage, err: errors.New("replace needs --confirm: it drains the node and recreates its network")}
+			}
+			st, err := getStatus(addr)
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			if st.State != "replace-pending" {
+				return &exitError{code: exitFailed, err: fmt.Errorf("node %s is %s, not replace-pending: there is nothing to confirm", st.Node, st.State)}
+			}
+			if err := replace.Confirm(filepath.Join(stateDir, "replace-confirm"), st.Plan); err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "confirmed the replace for plan %s on node %s; the agent starts it at its next pass\n", st.Plan, st.Node)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&confirm, "confirm", false, "confirm the replace")
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:9180", "the agent's --listen address")
+	cmd.Flags().StringVar(&stateDir, "state-dir", defaultStateDir(), "the agent's --state-dir")
+	return cmd
+}
+
+func newInstallCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "install [run flags]",
+		Short: "Install the agent as the Windows service hnsplan-agent, started at boot with these run flags",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			args := []string{"run"}
+			cmd.Flags().Visit(func(fl *pflag.Flag) { args = append(args, "--"+fl.Name+"="+fl.Value.String()) })
+			if err := installService(serviceName, exe, args); err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "installed service %s: %s %v\n", serviceName, exe, args)
+			return nil
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+func newUninstallCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "uninstall",
+		Short: "Remove the Windows service hnsplan-agent",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := uninstallService(serviceName); err != nil {
+				return &exitError{code: exitFailed, err: err}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "removed service %s\n", serviceName)
+			return nil
+		},
+	}
+}

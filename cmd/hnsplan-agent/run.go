@@ -1,0 +1,445 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/hnsplan/hnsplan/applier"
+	"github.com/hnsplan/hnsplan/applier/hns"
+	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/applier/kube"
+	"github.com/hnsplan/hnsplan/applier/planwatch"
+	"github.com/hnsplan/hnsplan/applier/replace"
+	"github.com/hnsplan/hnsplan/compiler/acl"
+	"github.com/hnsplan/hnsplan/compiler/plan"
+)
+
+// serviceName is the Windows service's name.
+const serviceName = "hnsplan-agent"
+
+// runFlags are the service's settings (`run`, and what `install` passes).
+type runFlags struct {
+	node, planFile, planSource, kubeconfig, hns, listen, stateDir string
+	resync, drainTimeout                                          time.Duration
+	untilConverged, simulateCNI                                   bool
+
+	client hns.Client // tests: this HNS instead of --hns
+}
+
+func (f *runFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.node, "node", "", "this node's name (default: the host name, lower case)")
+	fl.StringVar(&f.planFile, "plan", "", "the plan file to watch (plans arrive by atomic rename into its directory)")
+	fl.StringVar(&f.planSource, "plan-source", "file", "where the plan comes from: file (--plan) or configmap (hnsplan-system/plan-<node>)")
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the agent's service account (default: in-cluster, or none: no live pods, plan only)")
+	fl.StringVar(&f.hns, "hns", defaultHNS, "HNS to talk to: mem, mem:STATE.json"+windowsHNSHelp)
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:9180", "address of /healthz, /readyz, /metrics and /status")
+	fl.StringVar(&f.stateDir, "state-dir", defaultStateDir(), "directory of the replace journal and confirmations")
+	fl.DurationVar(&f.resync, "resync", 5*time.Minute, "period of passes that catch drift nobody announced")
+	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "how long a replace waits for the node's pods to leave before it reports blocked (and retries)")
+	fl.BoolVar(&f.untilConverged, "until-converged", false, "exit 0 once HNS matches the plan (demos, scripts)")
+	fl.BoolVar(&f.simulateCNI, "simulate-cni", false, "with --hns mem: network the plan's pods as the CNI would")
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run [--plan FILE | --plan-source configmap] [--kubeconfig F] [--hns ...]",
+		Short: "Converge this node's HNS to its plan and the live cluster, until stopped",
+		Long: `run is the agent's service. It watches the node's plan (a file, by its directory, or
+the ConfigMap hnsplan-system/plan-<node>), applies only plans that verify, and keeps the
+last good one; it watches the cluster's pods, namespaces and nodes, renders the ACLs of
+this node's pods from the plan's policy program, and converges HNS: on every plan or
+cluster change, and every --resync for drift. A change HNS cannot make in place is a
+journalled replace (cordon, drain, recreate, uncordon), or waits for
+'hnsplan-agent replace --confirm' when the plan says replacement: manual.
+
+Status goes to the Node's hnsplan.io/ annotations and Events, and to /status.
+Under the Windows service control manager it runs as the service 'hnsplan-agent'.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			run := func(ctx context.Context) error { return runAgent(ctx, &f, cmd.OutOrStdout(), cmd.ErrOrStderr()) }
+			if handled, err := runAsService(serviceName, run); handled {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return run(ctx)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+// agentStatus is /status: the reconciler's status with what it applies.
+type agentStatus struct {
+	Node    string   `json:"node"`
+	Plan    string   `json:"plan,omitempty"`    // digest of the plan in force
+	Applied string   `json:"applied,omitempty"` // digest HNS matches
+	State   string   `json:"state"`
+	Error   string   `json:"lastError,omitempty"`
+	Ops     int      `json:"ops"`
+	Pending []string `json:"pending,omitempty"`
+	Planned string   `json:"planSource,omitempty"`
+	Reject  string   `json:"rejected,omitempty"` // the last plan refused, why
+}
+
+func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error {
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	klog.SetSlogLogger(log) // client-go's logs join ours
+	if f.node == "" {
+		f.node = hostName()
+	}
+	if f.planSource == "file" && f.planFile == "" {
+		return &exitError{code: exitUsage, err: errors.New("run needs --plan FILE, or --plan-source configmap")}
+	}
+	if f.planSource != "file" && f.planSource != "configmap" {
+		return &exitError{code: exitUsage, err: fmt.Errorf("--plan-source %q: want file or configmap", f.planSource)}
+	}
+	if err := os.MkdirAll(f.stateDir, 0o755); err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+
+	// Kubernetes, when there is one.
+	var kc *kube.Client
+	restCfg, err := restConfig(f.kubeconfig)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if restCfg == nil && f.planSource == "configmap" {
+		return &exitError{code: exitUsage, err: errors.New("--plan-source configmap needs a cluster: --kubeconfig, or run in-cluster")}
+	}
+	var cs kubernetes.Interface
+	if restCfg != nil {
+		restCfg.UserAgent = "hnsplan-agent/" + f.node
+		// Protobuf: a third of JSON's decode cost on the pod informer.
+		restCfg.ContentType = "application/vnd.kubernetes.protobuf"
+		restCfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+		if cs, err = kubernetes.NewForConfig(restCfg); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		dyn, err := dynamic.NewForConfig(restCfg)
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		kc = kube.New(cs, dyn, f.node)
+	}
+
+	// HNS. The in-memory one plays this node once the first plan is known.
+	client := f.client
+	if client == nil {
+		if client, err = openRunHNS(f.hns); err != nil {
+			return err
+		}
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var mu sync.Mutex
+	st := agentStatus{Node: f.node, State: applier.StateWaiting}
+	r := &applier.Reconciler{HNS: client, Metrics: applier.NewMetrics(reg), Log: log}
+	var drainer replace.Drainer = noDrainer{}
+	if kc != nil {
+		drainer = kc
+	}
+	r.Replacer = &applier.DrainReplacer{Base: replace.Config{
+		HNS: client, Drainer: drainer, HostRoutes: hostRoutes(),
+		JournalPath:  filepath.Join(f.stateDir, "replace-journal.json"),
+		ConfirmPath:  filepath.Join(f.stateDir, "replace-confirm"),
+		DrainTimeout: f.drainTimeout,
+		OnState: func(s replace.State) {
+			mu.Lock()
+			st.State = string(s)
+			mu.Unlock()
+			if kc != nil {
+				if err := kc.SetStatus(ctx, kube.Status{Digest: st.Applied, State: kube.State(s)}); err != nil {
+					log.Warn("node status", "err", err)
+				}
+			}
+		},
+		OnEvent: func(e replace.Event) {
+			log.Info("replace", "step", e.Step, "msg", e.Message)
+			if kc != nil {
+				kc.Event(map[bool]string{true: "Warning", false: "Normal"}[e.Warning], "NetworkReplace", e.Message)
+			}
+		},
+	}}
+
+	loop := &applier.Loop{R: r, Resync: f.resync}
+	if kc != nil {
+		loop.Cluster = func() (*applier.Cluster, bool) { return clusterOf(kc) }
+	}
+	loop.Init()
+
+	converged := make(chan struct{}, 1)
+	r.Report = func(ctx context.Context, s applier.Status) {
+		mu.Lock()
+		st.Applied, st.State, st.Error, st.Ops, st.Pending = s.Digest, s.State, s.LastError, s.Ops, s.Pending
+		if p := r.Plan(); p != nil {
+			st.Plan = p.Digest
+		}
+		mu.Unlock()
+		if s.Ops > 0 || s.LastError != "" && s.State != applier.StateWaiting {
+			log.Info("pass", "state", s.State, "ops", s.Ops, "applied", s.Digest, "err", s.LastError)
+		}
+		if kc != nil {
+			if err := kc.SetStatus(ctx, kube.Status{Digest: s.Digest, State: kube.State(s.State), Error: s.LastError}); err != nil {
+				log.Warn("node status", "err", err)
+			}
+			publishTunnel(ctx, log, kc, client, r.Plan())
+		}
+		if m, ok := client.(*hnsmem.HNS); ok && f.simulateCNI && s.State == applier.StateConverged {
+			// The network is up: the CNI networks the plan's pods.
+			if n, err := simulatePods(m, r.Plan()); err != nil {
+				log.Warn("simulate the CNI", "err", err)
+			} else if n > 0 {
+				log.Info("the CNI networked pods (simulated)", "pods", n)
+				s.Ops++ // a change: look again
+			}
+		}
+		if s.Ops > 0 {
+			// Verify: the next pass should find nothing to do.
+			loop.Trigger()
+		}
+		if s.State == applier.StateConverged && s.Ops == 0 && s.Digest == st.Plan {
+			select {
+			case converged <- struct{}{}:
+			default:
+			}
+		}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	goFn := func(fn func()) { wg.Add(1); go func() { defer wg.Done(); fn() }() }
+
+	// The plan source: only verified plans reach the reconciler.
+	var src planwatch.Source = &planwatch.File{Path: f.planFile, Node: f.node}
+	srcName := f.planFile
+	if f.planSource == "configmap" {
+		src, srcName = &planwatch.ConfigMap{Client: cs, Node: f.node}, "configmap "+planwatch.ConfigMapNamespace+"/"+planwatch.ConfigMapName(f.node)
+	}
+	updates := make(chan planwatch.Update)
+	goFn(func() {
+		if err := src.Run(ctx, updates); err != nil && ctx.Err() == nil {
+			errc <- &exitError{code: exitFailed, err: err}
+		}
+	})
+	goFn(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case u := <-updates:
+				mu.Lock()
+				st.Planned = u.Source
+				if u.Err != nil {
+					st.Reject = u.Err.Error()
+					mu.Unlock()
+					log.Warn("plan not applied; the last good plan stays", "source", u.Source, "err", u.Err)
+					if kc != nil && !errors.Is(u.Err, planwatch.ErrAbsent) {
+						kc.Event("Warning", "PlanRejected", u.Err.Error())
+					}
+					continue
+				}
+				st.Reject, st.Plan = "", u.Plan.Digest
+				mu.Unlock()
+				log.Info("plan", "digest", u.Plan.Digest, "source", u.Source)
+				r.SetPlan(u.Plan)
+				loop.Trigger()
+			}
+		}
+	})
+	if kc != nil {
+		kc.Start(ctx)
+		goFn(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-kc.Changes():
+					loop.Trigger()
+				}
+			}
+		})
+	}
+
+	// /healthz, /readyz, /metrics, /status.
+	srv, err := serve(f.listen, reg, func() agentStatus { mu.Lock(); defer mu.Unlock(); return st }, kc)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	defer srv.Close()
+	log.Info("hnsplan-agent running", "node", f.node, "plan", srcName, "hns", f.hns, "listen", srv.Addr, "cluster", kc != nil)
+
+	goFn(func() { loop.Run(ctx) })
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	case <-converged:
+		if !f.untilConverged {
+			<-ctx.Done() // keep going; converged is only a signal for --until-converged
+			break
+		}
+		mu.Lock()
+		fmt.Fprintf(stdout, "node %s: HNS matches plan %s\n", f.node, st.Plan)
+		mu.Unlock()
+		if m, ok := client.(fmt.Stringer); ok {
+			fmt.Fprintf(stdout, "\nHNS now:\n%s", m)
+		}
+	}
+	cancel()
+	wg.Wait()
+	return runErr
+}
+
+// serve starts the HTTP endpoints. /readyz is ready once a plan has been
+// applied and, with a cluster, the caches are synced.
+func serve(addr string, reg *prometheus.Registry, status func() agentStatus, kc *kube.Client) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		s := status()
+		switch {
+		case kc != nil && !kc.Synced():
+			http.Error(w, "cluster caches not synced", http.StatusServiceUnavailable)
+		case s.Applied == "":
+			http.Error(w, "no plan applied yet: "+s.State+" "+s.Error, http.StatusServiceUnavailable)
+		default:
+			io.WriteString(w, "ok\n")
+		}
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.Encode(status())
+	})
+	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return srv, nil
+}
+
+// restConfig is the kubeconfig's, in-cluster, or nil for no cluster.
+func restConfig(path string) (*rest.Config, error) {
+	if path != "" {
+		c, err := clientcmd.BuildConfigFromFlags("", path)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig %s: %w", path, err)
+		}
+		return c, nil
+	}
+	if c, err := rest.InClusterConfig(); err == nil {
+		return c, nil
+	}
+	return nil, nil
+}
+
+// clusterOf turns the informers' caches into what the reconciler reads.
+// It runs on every pass; it is linear in pods.
+func clusterOf(kc *kube.Client) (*applier.Cluster, bool) {
+	if !kc.Synced() {
+		return nil, false
+	}
+	c := &applier.Cluster{PodNodes: map[string]string{}, Namespaces: map[string]map[string]string{}, TunnelMACs: kc.TunnelMACs()}
+	for _, p := range kc.Pods() {
+		if p.HostNetwork || len(p.IPs) == 0 {
+			continue
+		}
+		pod := &acl.Pod{Namespace: p.Namespace, Name: p.Name, IP: p.IPs[0], Labels: p.Labels, ServiceAccount: cmp.Or(p.ServiceAccount, "default")}
+		for _, ip := range p.IPs {
+			if ip.Is4() {
+				pod.IP = ip // Windows pods are IPv4 (the plan's block)
+				break
+			}
+		}
+		for _, port := range p.Ports {
+			if port.Name != "" {
+				pod.Ports = append(pod.Ports, acl.NamedPort{Name: port.Name, Protocol: protocolNumber[cmp.Or(port.Protocol, "TCP")], Port: uint16(port.Port)})
+			}
+		}
+		c.Pods = append(c.Pods, pod)
+		c.PodNodes[pod.Key()] = p.Node
+	}
+	for _, ns := range kc.Namespaces() {
+		c.Namespaces[ns.Name] = ns.Labels
+	}
+	if n, ok := kc.Node(); ok {
+		for _, a := range n.Addresses {
+			if a.Type == "InternalIP" && a.Addr.Is4() {
+				c.NodeAddr = a.Addr
+				break
+			}
+		}
+	}
+	return c, true
+}
+
+var protocolNumber = map[string]int{"TCP": 6, "UDP": 17, "SCTP": 132}
+
+// publishTunnel tells Calico's Linux nodes this node's VTEP: the block's
+// .1 and the network's DrMacAddress, once HNS reports them and the
+// network's ProviderAddress is the node's (Calico's EnsureVXLANTunnelAddr,
+// research/calico-windows.md).
+func publishTunnel(ctx context.Context, log *slog.Logger, kc *kube.Client, c hns.Client, p *plan.NodePlan) {
+	if p == nil || p.Network.Type != "Overlay" {
+		return
+	}
+	have, err := c.Snapshot(ctx)
+	if err != nil {
+		return
+	}
+	n := have.Network(p.Network.Name)
+	pa, ok := plan.Find[plan.ProviderAddress](p.HostEndpoint.Policies)
+	if n == nil || n.DRMAC == "" || len(n.Subnets) == 0 || !ok || n.ProviderAddress != pa.ProviderAddress {
+		return
+	}
+	vtep := n.Subnets[0].Gateway
+	if node, ok := kc.Node(); ok && node.TunnelMAC == n.DRMAC && node.TunnelAddr == vtep {
+		return
+	}
+	if err := kc.PublishTunnel(ctx, n.DRMAC, vtep); err != nil {
+		log.Warn("publish the VXLAN tunnel", "err", err)
+	}
+}
+
+// noDrainer is the Drainer of an agent without a cluster: it cannot drain,
+// so a replace blocks until the operator drains the node.
+type noDrainer struct{}
+
+func (noDrainer) Cordon(context.Context) error   { return nil }
+func (noDrainer) Uncordon(context.Context) error { return nil }
+func (noDrainer) Evict(context.Context) ([]string, error) {
+	return []string{"(no cluster: drain the node yourself)"}, nil
+}

@@ -1,0 +1,170 @@
+//go:build integration
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/applier/planwatch"
+	"github.com/hnsplan/hnsplan/compiler/plan"
+)
+
+// TestRunAgainstAPIServer runs the agent against a real kube-apiserver
+// (make test-integration): the plan comes from its ConfigMap, status goes
+// to the Node; a VNI change drains the node (the test plays the kubelet
+// and the CNI), recreates the network and uncordons.
+func TestRunAgainstAPIServer(t *testing.T) {
+	kubeconfig := os.Getenv("KUBECONFIG")
+	if kubeconfig == "" {
+		t.Fatal("KUBECONFIG is not set: run `make test-integration`, which starts a real kube-apiserver")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	node := fmt.Sprintf("win-it-%d", rand.IntN(1e6))
+	ns := "it-" + node
+	must := func(err error) {
+		t.Helper()
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	_, err = cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"kubernetes.io/os": "windows"}}}, metav1.CreateOptions{})
+	must(err)
+	defer cs.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
+	for _, n := range []string{planwatch.ConfigMapNamespace, ns} {
+		_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
+		must(err)
+	}
+	pod, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}, metav1.CreateOptions{})
+	must(err)
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "192.168.0.5", PodIPs: []corev1.PodIP{{IP: "192.168.0.5"}}}
+	_, err = cs.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+	must(err)
+
+	// The plan, with the pod's endpoint (the CNI networks it: --simulate-cni).
+	p := samplePlan()
+	p.Node = node
+	p.Endpoints = []plan.Endpoint{{Pod: ns + "/web", IpConfigurations: []plan.IpConfig{{IpAddress: netip.MustParseAddr("192.168.0.5"), PrefixLength: 26}}}}
+	publish := func(p *plan.NodePlan) {
+		t.Helper()
+		b, err := plan.Encode(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: planwatch.ConfigMapName(node), Namespace: planwatch.ConfigMapNamespace},
+			Data: map[string]string{planwatch.ConfigMapKey: string(b)}}
+		if _, err := cs.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
+			_, err = cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+			must(err)
+		} else {
+			must(err)
+		}
+	}
+	publish(p)
+	first := p.Digest
+
+	h := hnsmem.New()
+	var out, errOut lockedBuffer
+	f := &runFlags{node: node, planSource: "configmap", kubeconfig: kubeconfig, listen: freeAddr(t), client: h,
+		stateDir: filepath.Join(t.TempDir(), "state"), resync: time.Minute, simulateCNI: true, drainTimeout: time.Minute}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- runAgent(runCtx, f, &out, &errOut) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("agent log:\n%s", errOut.String())
+		}
+	}()
+
+	waitNode := func(what string, ok func(*corev1.Node) bool) *corev1.Node {
+		t.Helper()
+		var n *corev1.Node
+		for ctx.Err() == nil {
+			if n, err = cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil && ok(n) {
+				return n
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("waiting for %s: node %s annotations %v, unschedulable %v", what, node, n.GetAnnotations(), n != nil && n.Spec.Unschedulable)
+		return nil
+	}
+	applied := func(digest string) func(*corev1.Node) bool {
+		return func(n *corev1.Node) bool {
+			return n.Annotations["hnsplan.io/applied-digest"] == digest && n.Annotations["hnsplan.io/state"] == "converged"
+		}
+	}
+	waitNode("the first plan", applied(first))
+
+	// The VNI changes: the agent must drain. The test is the kubelet (an
+	// evicted pod goes at once) and the CNI (its endpoint goes with it).
+	go func() {
+		for runCtx.Err() == nil {
+			pods, err := cs.CoreV1().Pods(ns).List(runCtx, metav1.ListOptions{})
+			if err == nil {
+				for _, p := range pods.Items {
+					if p.DeletionTimestamp != nil {
+						zero := int64(0)
+						cs.CoreV1().Pods(ns).Delete(runCtx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+						h.RemoveEndpoint("cni-0000_Calico")
+					}
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}()
+	p.Network.Ipams[0].Subnets[0].Policies = []plan.Policy{plan.NewPolicy(plan.VSID{IsolationId: 5000})}
+	p.RemoteSubnetRoutes[0].IsolationId = 5000
+	p.Endpoints = nil // the pod is gone
+	publish(p)
+	waitNode("the cordon", func(n *corev1.Node) bool { return n.Spec.Unschedulable })
+	n := waitNode("the second plan", applied(p.Digest))
+	if n.Spec.Unschedulable {
+		t.Errorf("node %s is still cordoned after the replace", node)
+	}
+	have, err := h.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if net := have.Network("Calico"); net == nil || net.Subnets[0].VNI != 5000 {
+		t.Errorf("HNS after the replace:\n%s", h)
+	}
+	events, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reasons bytes.Buffer
+	found := false
+	for _, e := range events.Items {
+		fmt.Fprintf(&reasons, "%s: %s\n", e.Reason, e.Message)
+		found = found || e.Reason == "NetworkReplace"
+	}
+	if !found {
+		t.Errorf("no NetworkReplace event on node %s; events:\n%s", node, reasons.String())
+	}
+}

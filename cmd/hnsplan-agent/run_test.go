@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hnsplan/hnsplan/compiler/plan"
+)
+
+// freeAddr is a loopback address nobody listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// lockedBuffer is a bytes.Buffer the agent writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// writeAtomic publishes a plan as compile does: a rename into place.
+func writeAtomic(t *testing.T, path string, data []byte) {
+	t.Helper()
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitStatus polls /status until ok, or fails after 20 s.
+func waitStatus(t *testing.T, addr string, what string, ok func(agentStatus) bool) agentStatus {
+	t.Helper()
+	var st agentStatus
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if st, err = getStatus(addr); err == nil && ok(st) {
+			return st
+		}
+	}
+	t.Errorf("waiting for %s: last status %+v, %v", what, st, err)
+	return st
+}
+
+// TestRunUntilConverged: the service applies a plan file and exits.
+func TestRunUntilConverged(t *testing.T) {
+	dir := t.TempDir()
+	path := writePlan(t, dir)
+	var out bytes.Buffer
+	var errOut lockedBuffer
+	f := &runFlags{node: "win-1", planFile: path, planSource: "file", hns: "mem", listen: freeAddr(t),
+		stateDir: filepath.Join(dir, "state"), resync: time.Minute, untilConverged: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := runAgent(ctx, f, &out, &errOut); err != nil {
+		t.Fatalf("run: %v\n%s", err, errOut.String())
+	}
+	for _, want := range []string{"node win-1: HNS matches plan sha256:", "network Calico Overlay", "route 192.168.0.64/26 VSID 4096", "endpoint Calico_ep 192.168.0.2/26"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestRunKeepsLastGoodPlan: while running, a bad plan is refused and the
+// last good one stays applied; a good one is applied; a VNI change
+// without a cluster to drain waits, blocked, and changes nothing.
+func TestRunKeepsLastGoodPlan(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "win-1.json")
+	p := samplePlan()
+	// A pod, which --simulate-cni networks: a replace must drain it.
+	p.Endpoints = []plan.Endpoint{{Pod: "web/a", IpConfigurations: []plan.IpConfig{{IpAddress: netip.MustParseAddr("192.168.0.5"), PrefixLength: 26}}}}
+	b, _ := plan.Encode(p)
+	writeAtomic(t, path, b)
+	addr := freeAddr(t)
+	var out, errOut lockedBuffer
+	f := &runFlags{node: "win-1", planFile: path, planSource: "file", hns: "mem", listen: addr,
+		stateDir: filepath.Join(dir, "state"), resync: time.Minute, simulateCNI: true, drainTimeout: 50 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runAgent(ctx, f, &out, &errOut) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}()
+	first := waitStatus(t, addr, "the first plan", func(s agentStatus) bool { return s.State == "converged" && s.Applied != "" })
+
+	writeAtomic(t, path, []byte(`{"kind": "NodePlan", "node": "win-1", "formatVersion": "1", "digest": "sha256:00"}`))
+	st := waitStatus(t, addr, "the rejection", func(s agentStatus) bool { return s.Reject != "" })
+	if st.Applied != first.Applied || st.Plan != first.Plan || !strings.Contains(st.Reject, "digest") {
+		t.Errorf("after a bad plan: %+v; want %s still applied and the digest named", st, first.Applied)
+	}
+
+	p.RemoteSubnetRoutes[0].ProviderAddress = p.RemoteSubnetRoutes[0].ProviderAddress.Next()
+	b, _ = plan.Encode(p)
+	writeAtomic(t, path, b)
+	second := waitStatus(t, addr, "the second plan", func(s agentStatus) bool { return s.Applied == p.Digest })
+	t.Log(errOut.String())
+	if second.State != "converged" || second.Reject != "" {
+		t.Errorf("second plan: %+v", second)
+	}
+
+	p.Network.Ipams[0].Subnets[0].Policies = []plan.Policy{plan.NewPolicy(plan.VSID{IsolationId: 5000})}
+	b, _ = plan.Encode(p)
+	writeAtomic(t, path, b)
+	st = waitStatus(t, addr, "the blocked replace", func(s agentStatus) bool { return s.Plan == p.Digest && s.State == "blocked" })
+	if st.Applied != second.Applied {
+		t.Errorf("a blocked replace moved the applied digest: %+v", st)
+	}
+}
