@@ -367,3 +367,42 @@ func TestPassReplaces(t *testing.T) {
 		t.Errorf("then: %+v, %v, %d mutating calls; want none", st, err, h.MutatingCalls())
 	}
 }
+
+// TestLiveRoutes: routes the plan leaves to the live cluster (a Linux
+// node's block, tunnel MACs) are made from the cluster, and equal what a
+// compile with the same facts as inventory gives.
+func TestLiveRoutes(t *testing.T) {
+	bare := compile(t, "../examples/calico-vxlan") // no inventory: cp-1's block unknown
+	withInv := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
+	p := bare.plans["win-1"]
+	c := &applier.Cluster{
+		TunnelMACs: withInv.cluster.TunnelMACs,
+		Blocks:     map[string][]netip.Prefix{"cp-1": {netip.MustParsePrefix("192.168.1.0/26")}},
+		NodeAddrs:  map[string]netip.Addr{"cp-1": netip.MustParseAddr("10.240.0.10")},
+	}
+	got, pending, err := applier.WantOf(p, c)
+	if err != nil || len(pending) != 0 {
+		t.Fatalf("WantOf: pending %q, %v", pending, err)
+	}
+	want, _, _ := applier.WantOf(withInv.plans["win-1"], withInv.cluster)
+	sortRoutes := func(rs []hns.RemoteRoute) []string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, fmt.Sprintf("%s %d %s %s", r.Prefix, r.VNI, r.ProviderAddress, r.DRMAC))
+		}
+		slices.Sort(out)
+		return out
+	}
+	if diff := cmp.Diff(sortRoutes(want.Network.RemoteRoutes), sortRoutes(got.Network.RemoteRoutes)); diff != "" {
+		t.Errorf("live routes differ from the inventory's (-inventory +live):\n%s", diff)
+	}
+
+	delete(c.TunnelMACs, "cp-1")
+	if _, pending, _ := applier.WantOf(p, c); len(pending) != 1 || !strings.Contains(pending[0], "192.168.1.0/26") {
+		t.Errorf("without cp-1's MAC: pending %q", pending)
+	}
+	c.Blocks = nil
+	if _, pending, _ := applier.WantOf(p, c); len(pending) != 1 || !strings.Contains(pending[0], "cp-1: it holds no block") {
+		t.Errorf("without cp-1's block: pending %q", pending)
+	}
+}

@@ -26,6 +26,12 @@ type Cluster struct {
 	// NodeAddr is this node's address, where the plan does not say it
 	// (an L2Bridge host endpoint has no ProviderAddress).
 	NodeAddr netip.Addr
+	// Blocks are the IPAM blocks each node holds (Calico's confirmed
+	// BlockAffinities), and NodeAddrs the nodes' addresses: the routes to
+	// blocks the plan leaves to the live cluster (Linux nodes' blocks,
+	// claimed at run time) are made from them.
+	Blocks    map[string][]netip.Prefix
+	NodeAddrs map[string]netip.Addr
 }
 
 // WantOf is what HNS should hold for plan p and cluster c: the plan's
@@ -42,6 +48,7 @@ func WantOf(p *plan.NodePlan, c *Cluster) (want *hns.Want, pending []string, err
 	if c == nil {
 		return want, pending, nil
 	}
+	pending = append(pending, liveRoutes(p, c, want)...)
 	// The live cluster replaces the compile-time inventory.
 	want.PodACLs = map[netip.Addr][]plan.ACL{}
 	if p.Program == nil {
@@ -60,6 +67,43 @@ func WantOf(p *plan.NodePlan, c *Cluster) (want *hns.Want, pending []string, err
 		want.PodACLs[pod.IP] = hns.CanonicalACLs(slices.Concat(in, out))
 	}
 	return want, pending, nil
+}
+
+// liveRoutes adds the VXLAN routes to the blocks of the nodes the plan
+// names as known only live (unresolved "remoteSubnetRoutes"), from
+// the cluster's BlockAffinities, and says which must wait.
+func liveRoutes(p *plan.NodePlan, c *Cluster, want *hns.Want) (pending []string) {
+	if len(want.Network.Subnets) == 0 || want.Network.Subnets[0].VNI == 0 {
+		return nil // not VXLAN: routes to other nodes are BGP's or the cloud's
+	}
+	vni := want.Network.Subnets[0].VNI
+	have := map[netip.Prefix]bool{}
+	for _, r := range want.Network.RemoteRoutes {
+		have[r.Prefix] = true
+	}
+	for _, u := range p.Unresolved {
+		if u.Field != "remoteSubnetRoutes" {
+			continue
+		}
+		for _, node := range u.Nodes {
+			blocks := c.Blocks[node]
+			if len(blocks) == 0 {
+				pending = append(pending, fmt.Sprintf("routes to node %s: it holds no block yet (no confirmed BlockAffinity)", node))
+			}
+			for _, b := range blocks {
+				mac, pa := c.TunnelMACs[node], c.NodeAddrs[node]
+				switch {
+				case have[b]:
+				case mac == "" || !pa.IsValid():
+					pending = append(pending, fmt.Sprintf("route %s to %s: its tunnel MAC or address is not known yet", b, node))
+				default:
+					want.Network.RemoteRoutes = append(want.Network.RemoteRoutes, hns.RemoteRoute{Prefix: b, VNI: vni, ProviderAddress: pa, DRMAC: mac})
+					have[b] = true
+				}
+			}
+		}
+	}
+	return pending
 }
 
 // hostAddrs are the node's own addresses, which reach its pods (kubelet

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -395,12 +396,19 @@ func clusterOf(kc *kube.Client) (*applier.Cluster, bool) {
 	for _, ns := range kc.Namespaces() {
 		c.Namespaces[ns.Name] = ns.Labels
 	}
-	if n, ok := kc.Node(); ok {
+	c.Blocks, c.NodeAddrs = map[string][]netip.Prefix{}, map[string]netip.Addr{}
+	for _, n := range kc.Nodes() {
 		for _, a := range n.Addresses {
 			if a.Type == "InternalIP" && a.Addr.Is4() {
-				c.NodeAddr = a.Addr
+				c.NodeAddrs[n.Name] = a.Addr
 				break
 			}
+		}
+	}
+	c.NodeAddr = c.NodeAddrs[kc.NodeName()]
+	for _, b := range kc.BlockAffinities() {
+		if b.State == "confirmed" && !b.Deleted {
+			c.Blocks[b.Node] = append(c.Blocks[b.Node], b.CIDR)
 		}
 	}
 	return c, true
