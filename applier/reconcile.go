@@ -61,6 +61,8 @@ type Reconciler struct {
 	Log     *slog.Logger
 	// Attempts is how often a transient HNS error is tried (default 3).
 	Attempts int
+	// GC, if set, removes pod endpoints no pod explains (see GC).
+	GC *GC
 
 	mu     sync.Mutex
 	plan   *plan.NodePlan
@@ -139,9 +141,17 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 			}
 			continue
 		}
+		gc := r.GC.ops(ctx, p.Node, have, want, c)
+		ops = append(ops, gc...)
 		for i, op := range ops {
 			if err := r.apply(ctx, op); err != nil {
 				return Status{Ops: i, Pending: pending}, fmt.Errorf("%s: %w (%d of %d ops applied; the next pass resumes)", strings.TrimSpace(op.String()), err, i, len(ops))
+			}
+		}
+		for _, op := range gc {
+			r.GC.forget(op.Name)
+			if r.Log != nil {
+				r.Log.Warn("removed a leaked pod endpoint", "endpoint", op.Name, "why", op.Reason)
 			}
 		}
 		if len(ops) > 0 && r.Log != nil {

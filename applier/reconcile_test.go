@@ -406,3 +406,74 @@ func TestLiveRoutes(t *testing.T) {
 		t.Errorf("without cp-1's block: pending %q", pending)
 	}
 }
+
+// TestGC: a pod endpoint no pod explains is removed after the grace
+// period, only while the API server answers; kube-proxy's remote
+// endpoints, other networks and explained pods are never touched.
+func TestGC(t *testing.T) {
+	ex := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
+	p := ex.plans["win-1"]
+	h := hnsmem.New()
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	reachable := true
+	gc := &applier.GC{Grace: 10 * time.Minute, Now: func() time.Time { return now }, Reachable: func(context.Context) bool { return reachable }}
+	r := &applier.Reconciler{HNS: h, GC: gc}
+	r.SetPlan(p)
+	if _, err := r.Pass(ctx, ex.cluster); err != nil {
+		t.Fatal(err)
+	}
+	cni(t, h, p, ex.cluster)
+	if err := h.AddPodEndpoint("Calico", "leaked_Calico", netip.MustParsePrefix("192.168.0.40/26"), "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AddRemoteEndpoint("Calico", "kube-proxy-remote", netip.MustParsePrefix("192.168.0.70/32"), "02-11-22-33-44-55", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AddNetwork(hns.Network{Name: "nat", Type: "NAT", Subnets: []hns.Subnet{{Prefix: netip.MustParsePrefix("172.16.0.0/24"), Gateway: netip.MustParseAddr("172.16.0.1")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AddPodEndpoint("nat", "other_nat", netip.MustParsePrefix("172.16.0.9/24"), "", nil); err != nil {
+		t.Fatal(err)
+	}
+	gone := func() bool {
+		have, _ := h.Snapshot(ctx)
+		return have.Endpoint("leaked_Calico") == nil
+	}
+	for _, step := range []struct {
+		advance   time.Duration
+		reachable bool
+		gone      bool
+	}{
+		{0, true, false},               // first seen
+		{9 * time.Minute, true, false}, // within the grace period
+		{2 * time.Minute, false, false},
+		{0, true, true},
+	} {
+		now, reachable = now.Add(step.advance), step.reachable
+		if _, err := r.Pass(ctx, ex.cluster); err != nil {
+			t.Fatal(err)
+		}
+		if gone() != step.gone {
+			t.Fatalf("after %v (API server answering: %v): leaked endpoint gone = %v, want %v", step.advance, step.reachable, gone(), step.gone)
+		}
+	}
+	have, _ := h.Snapshot(ctx)
+	for _, name := range []string{"kube-proxy-remote", "other_nat", "Calico_ep", "iis-1_Calico", "shop-1_Calico"} {
+		if have.Endpoint(name) == nil {
+			t.Errorf("GC removed %s:\n%s", name, h)
+		}
+	}
+	// Without a cluster view there is no GC at all.
+	if err := h.AddPodEndpoint("Calico", "leaked2_Calico", netip.MustParsePrefix("192.168.0.41/26"), "", nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		now = now.Add(time.Hour)
+		if _, err := r.Pass(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if have, _ := h.Snapshot(ctx); have.Endpoint("leaked2_Calico") == nil {
+		t.Error("GC ran without a cluster view")
+	}
+}

@@ -44,7 +44,7 @@ const serviceName = "hnsplan-agent"
 // runFlags are the service's settings (`run`, and what `install` passes).
 type runFlags struct {
 	node, planFile, planSource, kubeconfig, hns, listen, stateDir string
-	resync, drainTimeout                                          time.Duration
+	resync, drainTimeout, gcGrace                                 time.Duration
 	untilConverged, simulateCNI                                   bool
 
 	client hns.Client // tests: this HNS instead of --hns
@@ -61,6 +61,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.stateDir, "state-dir", defaultStateDir(), "directory of the replace journal and confirmations")
 	fl.DurationVar(&f.resync, "resync", 5*time.Minute, "period of passes that catch drift nobody announced")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "how long a replace waits for the node's pods to leave before it reports blocked (and retries)")
+	fl.DurationVar(&f.gcGrace, "gc-grace", 10*time.Minute, "how long a pod endpoint no pod explains is left before it is removed (needs a cluster)")
 	fl.BoolVar(&f.untilConverged, "until-converged", false, "exit 0 once HNS matches the plan (demos, scripts)")
 	fl.BoolVar(&f.simulateCNI, "simulate-cni", false, "with --hns mem: network the plan's pods as the CNI would")
 }
@@ -165,6 +166,13 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 	var drainer replace.Drainer = noDrainer{}
 	if kc != nil {
 		drainer = kc
+		// Leaked pod endpoints go only while the API server answers now.
+		r.GC = &applier.GC{Grace: f.gcGrace, Reachable: func(ctx context.Context) bool {
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+			return err == nil
+		}}
 	}
 	r.Replacer = &applier.DrainReplacer{Base: replace.Config{
 		HNS: client, Drainer: drainer, HostRoutes: hostRoutes(),
