@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/hnsplan/hnsplan/applier"
 	"github.com/hnsplan/hnsplan/applier/hns"
@@ -475,5 +476,55 @@ func TestGC(t *testing.T) {
 	}
 	if have, _ := h.Snapshot(ctx); have.Endpoint("leaked2_Calico") == nil {
 		t.Error("GC ran without a cluster view")
+	}
+}
+
+// TestLoopRecoversFromFaults: whichever HNS call fails once (transient or
+// not), the loop retries with backoff until HNS matches the plan, and the
+// pods' ACLs are programmed.
+func TestLoopRecoversFromFaults(t *testing.T) {
+	ex := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
+	p := ex.plans["win-1"]
+	for n := 1; n <= 8; n++ {
+		for _, fault := range []*hns.Error{
+			{Call: "injected", Code: 0x80070102, Msg: "timeout", Transient: true},
+			{Call: "injected", Code: hns.CodeInvalidPolicy, Msg: "refused"},
+		} {
+			h := hnsmem.New()
+			if err := h.AddNetwork(hns.Network{Name: "nat", Type: "NAT"}); err != nil {
+				t.Fatal(err)
+			}
+			h.FailCall(n, fault)
+			r := &applier.Reconciler{HNS: h, Attempts: 1}
+			r.SetPlan(p)
+			loop := &applier.Loop{R: r, Cluster: func() (*applier.Cluster, bool) { return ex.cluster, true },
+				RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](time.Millisecond, 10*time.Millisecond)}
+			loop.Init()
+			runCtx, stop := context.WithTimeout(ctx, 20*time.Second)
+			done := make(chan struct{})
+			go func() { loop.Run(runCtx); close(done) }()
+			networked := false
+			for runCtx.Err() == nil {
+				st := r.Status()
+				if st.State == applier.StateConverged && !networked {
+					cni(t, h, p, ex.cluster) // the CNI, once the network is there
+					networked = true
+					loop.Trigger()
+				} else if networked && st.State == applier.StateConverged {
+					if st.Ops == 0 {
+						break
+					}
+					loop.Trigger() // verify: the next pass must find nothing
+				}
+				time.Sleep(time.Millisecond)
+			}
+			stop()
+			<-done
+			have, _ := h.Snapshot(ctx)
+			want, _, _ := applier.WantOf(p, ex.cluster)
+			if ops := hns.Diff(have, want); len(ops) != 0 || runCtx.Err() == context.DeadlineExceeded {
+				t.Fatalf("call %d failing with %v: not converged: %v", n, fault, ops)
+			}
+		}
 	}
 }
