@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/planwatch"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
@@ -85,7 +86,8 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	publish(p)
 	first := p.Digest
 
-	h := hnsmem.New()
+	// HNS as this node's: its management address is the plan's.
+	h := hnsmem.New(hnsmem.ManagementAddress(netip.MustParseAddr("10.240.0.21")))
 	var out, errOut lockedBuffer
 	f := &runFlags{node: node, planSource: "configmap", kubeconfig: kubeconfig, listen: freeAddr(t), client: h,
 		stateDir: filepath.Join(t.TempDir(), "state"), resync: time.Minute, simulateCNI: true, drainTimeout: time.Minute}
@@ -119,7 +121,16 @@ func TestRunAgainstAPIServer(t *testing.T) {
 			return n.Annotations["hnsplan.io/applied-digest"] == digest && n.Annotations["hnsplan.io/state"] == "converged"
 		}
 	}
-	waitNode("the first plan", applied(first))
+	n1 := waitNode("the first plan and the VXLAN tunnel", func(n *corev1.Node) bool {
+		return applied(first)(n) && n.Annotations["projectcalico.org/IPv4VXLANTunnelAddr"] != ""
+	})
+	snap, _ := h.Snapshot(ctx)
+	if got, want := n1.Annotations["projectcalico.org/IPv4VXLANTunnelAddr"], "192.168.0.1"; got != want {
+		t.Errorf("tunnel address %q, want the block's .1 %q", got, want)
+	}
+	if mac, err := kube.NormalizeMAC(n1.Annotations["projectcalico.org/VXLANTunnelMACAddr"]); err != nil || mac != snap.Network("Calico").DRMAC {
+		t.Errorf("tunnel MAC %q (%v), want the network's DrMacAddress %s", n1.Annotations["projectcalico.org/VXLANTunnelMACAddr"], err, snap.Network("Calico").DRMAC)
+	}
 
 	// The VNI changes: the agent must drain. The test is the kubelet (an
 	// evicted pod goes at once) and the CNI (its endpoint goes with it).
