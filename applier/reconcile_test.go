@@ -142,6 +142,21 @@ func TestPassMatchesCompileTime(t *testing.T) {
 	}
 }
 
+// withVNI is p with its VXLAN VNI changed (network and routes), under the
+// digest "sha256:moved"; p is left as it was.
+func withVNI(p *plan.NodePlan, vni uint32) *plan.NodePlan {
+	moved := *p
+	moved.Network.Ipams = slices.Clone(p.Network.Ipams)
+	moved.Network.Ipams[0].Subnets = slices.Clone(p.Network.Ipams[0].Subnets)
+	moved.Network.Ipams[0].Subnets[0].Policies = []plan.Policy{plan.NewPolicy(plan.VSID{IsolationId: vni})}
+	moved.RemoteSubnetRoutes = slices.Clone(p.RemoteSubnetRoutes)
+	for i := range moved.RemoteSubnetRoutes {
+		moved.RemoteSubnetRoutes[i].IsolationId = vni
+	}
+	moved.Digest = "sha256:moved"
+	return &moved
+}
+
 // TestReplaceWithoutReplacer: a VNI change with no replacer is reported
 // as replace-pending and changes nothing.
 func TestReplaceWithoutReplacer(t *testing.T) {
@@ -153,12 +168,8 @@ func TestReplaceWithoutReplacer(t *testing.T) {
 	if _, err := r.Pass(ctx, ex.cluster); err != nil {
 		t.Fatal(err)
 	}
-	moved := *p
-	moved.Network.Ipams = slices.Clone(p.Network.Ipams)
-	moved.Network.Ipams[0].Subnets = slices.Clone(p.Network.Ipams[0].Subnets)
-	moved.Network.Ipams[0].Subnets[0].Policies = []plan.Policy{plan.NewPolicy(plan.VSID{IsolationId: 5000})}
-	moved.Digest = "sha256:moved"
-	r.SetPlan(&moved)
+	moved := withVNI(p, 5000)
+	r.SetPlan(moved)
 	h.ResetCalls()
 	st, err := r.Pass(ctx, ex.cluster)
 	if err != nil || st.State != applier.StateReplacePending || !strings.Contains(st.LastError, "vni-changed") || st.Digest != p.Digest {
@@ -338,16 +349,8 @@ func TestPassReplaces(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	moved := *p
-	moved.Network.Ipams = slices.Clone(p.Network.Ipams)
-	moved.Network.Ipams[0].Subnets = slices.Clone(p.Network.Ipams[0].Subnets)
-	moved.Network.Ipams[0].Subnets[0].Policies = []plan.Policy{plan.NewPolicy(plan.VSID{IsolationId: 5000})}
-	for i := range moved.RemoteSubnetRoutes {
-		moved.RemoteSubnetRoutes = slices.Clone(moved.RemoteSubnetRoutes)
-		moved.RemoteSubnetRoutes[i].IsolationId = 5000
-	}
-	moved.Digest = "sha256:moved"
-	r.SetPlan(&moved)
+	moved := withVNI(p, 5000)
+	r.SetPlan(moved)
 	st, err := r.Pass(ctx, ex.cluster)
 	if err != nil || st.State != applier.StateConverged || st.Digest != "sha256:moved" {
 		t.Fatalf("replace pass: %+v, %v", st, err)
@@ -359,7 +362,7 @@ func TestPassReplaces(t *testing.T) {
 	if n := have.Network("Calico"); n == nil || n.Subnets[0].VNI != 5000 || len(n.RemoteRoutes) != 3 {
 		t.Fatalf("network after the replace:\n%s", h.String())
 	}
-	cni(t, h, &moved, ex.cluster) // the pods are scheduled again
+	cni(t, h, moved, ex.cluster) // the pods are scheduled again
 	if st, err := r.Pass(ctx, ex.cluster); err != nil || st.Ops != 2 {
 		t.Errorf("after the pods return: %+v, %v; want their 2 ACL updates", st, err)
 	}
