@@ -88,10 +88,17 @@ func (l *Loop) next(ctx context.Context) bool {
 			return true
 		}
 	}
-	if _, err := l.R.Pass(ctx, c); err != nil && ctx.Err() == nil {
+	st, err := l.R.Pass(ctx, c)
+	if err != nil && ctx.Err() == nil {
 		if l.R.Log != nil {
 			l.R.Log.Warn("pass failed; retrying", "err", err, "retries", l.queue.NumRequeues(k))
 		}
+		l.queue.AddRateLimited(k)
+		return true
+	}
+	if st.State == StateBlocked {
+		// A drain a PodDisruptionBudget holds up: nothing announces its
+		// end (budgets are not watched), so look again, backing off.
 		l.queue.AddRateLimited(k)
 		return true
 	}

@@ -131,7 +131,17 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, node string, opts .
 		if n == nil {
 			return nil
 		}
-		return nodeFromAPI(n)
+		// Without what the agent itself writes (its status annotations, the
+		// cordon): its own writes must not wake it, or a status that
+		// changes on every pass (blocked, replacing) would loop.
+		v := nodeFromAPI(n)
+		v.Unschedulable = false
+		for k := range v.Annotations {
+			if strings.HasPrefix(k, "hnsplan.io/") {
+				delete(v.Annotations, k)
+			}
+		}
+		return v
 	})
 	c.addHandler(c.namespaces, func(o any) any {
 		ns, _ := o.(*corev1.Namespace)

@@ -14,8 +14,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -60,7 +62,8 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	pod, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, Labels: map[string]string{"app": "web"}},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}, metav1.CreateOptions{})
 	must(err)
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "192.168.0.5", PodIPs: []corev1.PodIP{{IP: "192.168.0.5"}}}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "192.168.0.5", PodIPs: []corev1.PodIP{{IP: "192.168.0.5"}},
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}} // healthy: a PodDisruptionBudget counts it
 	_, err = cs.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 	must(err)
 
@@ -90,7 +93,7 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	h := hnsmem.New(hnsmem.ManagementAddress(netip.MustParseAddr("10.240.0.21")))
 	var out, errOut lockedBuffer
 	f := &runFlags{node: node, planSource: "configmap", kubeconfig: kubeconfig, listen: freeAddr(t), client: h,
-		stateDir: filepath.Join(t.TempDir(), "state"), resync: time.Minute, simulateCNI: true, drainTimeout: time.Minute}
+		stateDir: filepath.Join(t.TempDir(), "state"), resync: time.Minute, simulateCNI: true, drainTimeout: 2 * time.Second}
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- runAgent(runCtx, f, &out, &errOut) }()
@@ -149,11 +152,29 @@ func TestRunAgainstAPIServer(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
+	// First a PodDisruptionBudget holds the pod: the replace is blocked,
+	// and nothing is deleted.
+	one := intstr.FromInt32(1)
+	pdb, err := cs.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}, metav1.CreateOptions{})
+	must(err)
+	// Its status, as the disruption controller (not running here) sets it.
+	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, DisruptionsAllowed: 0, CurrentHealthy: 1, DesiredHealthy: 1, ExpectedPods: 1}
+	_, err = cs.PolicyV1().PodDisruptionBudgets(ns).UpdateStatus(ctx, pdb, metav1.UpdateOptions{})
+	must(err)
 	p.Network.Ipams[0].Subnets[0].Policies = []plan.Policy{plan.NewPolicy(plan.VSID{IsolationId: 5000})}
 	p.RemoteSubnetRoutes[0].IsolationId = 5000
 	p.Endpoints = nil // the pod is gone
 	publish(p)
 	waitNode("the cordon", func(n *corev1.Node) bool { return n.Spec.Unschedulable })
+	waitNode("the blocked replace", func(n *corev1.Node) bool { return n.Annotations["hnsplan.io/state"] == "blocked" })
+	if snap, _ := h.Snapshot(ctx); snap.Network("Calico").Subnets[0].VNI != 4096 || snap.Endpoint("cni-0000_Calico") == nil {
+		t.Fatalf("a blocked replace changed HNS:\n%s", h)
+	}
+	if _, err := cs.CoreV1().Pods(ns).Get(ctx, "web", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the pod a PodDisruptionBudget protects is gone: %v", err)
+	}
+	must(cs.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, "web", metav1.DeleteOptions{}))
 	n := waitNode("the second plan", applied(p.Digest))
 	if n.Spec.Unschedulable {
 		t.Errorf("node %s is still cordoned after the replace", node)
