@@ -7,10 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	"github.com/hnsplan/hnsplan/applier/hns"
+	"github.com/hnsplan/hnsplan/applier/internal/atomicfile"
 )
 
 // JournalVersion is the journal's format version. A journal of another
@@ -75,55 +75,14 @@ func (j *Journal) save(path string) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, append(b, '\n'))
-}
-
-func writeFileAtomic(path string, b []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(b); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-// syncDir makes a rename durable. Windows cannot open a directory for
-// syncing, and NTFS journals the rename itself.
-func syncDir(dir string) error {
-	if runtime.GOOS == "windows" {
-		return nil
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+	return atomicfile.Write(path, append(b, '\n'))
 }
 
 func removeJournal(path string) error {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return atomicfile.SyncDir(filepath.Dir(path))
 }
 
 // Confirm records an operator's confirmation (hnsplan-agent replace
@@ -131,7 +90,7 @@ func removeJournal(path string) error {
 // a Config in ModeManual whose ConfirmPath is path. A confirmation is for
 // that plan only: a later plan asks again.
 func Confirm(path, planDigest string) error {
-	return writeFileAtomic(path, []byte(planDigest+"\n"))
+	return atomicfile.Write(path, []byte(planDigest+"\n"))
 }
 
 // confirmed reports whether path holds a confirmation of planDigest.

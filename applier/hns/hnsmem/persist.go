@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 
 	"github.com/hnsplan/hnsplan/applier/hns"
+	"github.com/hnsplan/hnsplan/applier/internal/atomicfile"
 )
 
 // fileFormat is the version of the JSON file Open reads and writes.
@@ -56,23 +56,7 @@ func save(path string, s *hns.State, seq uint64) error {
 		return fmt.Errorf("hnsmem: saving state: %w", err)
 	}
 	b = append(b, '\n')
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("hnsmem: saving state: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename, a no-op
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("hnsmem: saving state: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("hnsmem: saving state: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("hnsmem: saving state: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := atomicfile.Write(path, b); err != nil {
 		return fmt.Errorf("hnsmem: saving state: %w", err)
 	}
 	return nil
