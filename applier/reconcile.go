@@ -196,17 +196,27 @@ func (r *Reconciler) replace(ctx context.Context, p *plan.NodePlan, want *hns.Wa
 	return st, nil
 }
 
-// apply applies op, retrying transient HNS errors with backoff.
+// apply is Apply with the reconciler's attempts, counting each call.
 func (r *Reconciler) apply(ctx context.Context, op hns.Op) error {
-	attempts := r.Attempts
+	var observe func(error)
+	if r.Metrics != nil {
+		observe = func(err error) { r.Metrics.op(op, err) }
+	}
+	return Apply(ctx, r.HNS, op, r.Attempts, observe)
+}
+
+// Apply applies op, retrying a transient HNS error with backoff, up to
+// attempts calls in all (3 if attempts <= 0). observe, if set, sees the
+// result of every call.
+func Apply(ctx context.Context, c hns.Client, op hns.Op, attempts int, observe func(error)) error {
 	if attempts <= 0 {
 		attempts = 3
 	}
 	var err error
 	for a := 1; a <= attempts; a++ {
-		err = r.HNS.Apply(ctx, op)
-		if r.Metrics != nil {
-			r.Metrics.op(op, err)
+		err = c.Apply(ctx, op)
+		if observe != nil {
+			observe(err)
 		}
 		if err == nil || !hns.IsTransient(err) {
 			return err

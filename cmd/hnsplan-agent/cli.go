@@ -10,10 +10,10 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/hnsplan/hnsplan/applier"
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
 	"github.com/hnsplan/hnsplan/compiler/plan"
@@ -173,7 +173,7 @@ func applyOnce(ctx context.Context, out io.Writer, client hns.Client, p *plan.No
 		return &exitError{code: exitFailed, err: err}
 	}
 	for i, op := range ops {
-		if err := applyWithRetry(ctx, client, op); err != nil {
+		if err := applier.Apply(ctx, client, op, maxAttempts, nil); err != nil {
 			return &exitError{code: exitFailed, err: fmt.Errorf("%s: %w%s; %d of %d ops were applied before it (run again to finish)",
 				strings.TrimSpace(op.String()), err, hint(err), i, len(ops))}
 		}
@@ -230,22 +230,6 @@ func hint(err error) string {
 		return " (another network has that name: remove it, or rename the plan's network)"
 	}
 	return ""
-}
-
-// applyWithRetry applies op, retrying transient errors with backoff.
-func applyWithRetry(ctx context.Context, c hns.Client, op hns.Op) error {
-	var err error
-	for attempt := 1; attempt <= maxAttempts; attempt++ {
-		if err = c.Apply(ctx, op); err == nil || !hns.IsTransient(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Duration(attempt*attempt) * 50 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("after %d attempts: %w", maxAttempts, err)
 }
 
 // openRunHNS is openHNS for the service, before any plan is known.

@@ -182,9 +182,10 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 		OnState: func(s replace.State) {
 			mu.Lock()
 			st.State = string(s)
+			applied := st.Applied
 			mu.Unlock()
 			if kc != nil {
-				if err := kc.SetStatus(ctx, kube.Status{Digest: st.Applied, State: kube.State(s)}); err != nil {
+				if err := kc.SetStatus(ctx, kube.Status{Digest: applied, State: kube.State(s)}); err != nil {
 					log.Warn("node status", "err", err)
 				}
 			}
@@ -204,12 +205,14 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 	loop.Init()
 
 	converged := make(chan struct{}, 1)
+	var tunnelFor string // the applied digest the tunnel was last looked at for (Report only)
 	r.Report = func(ctx context.Context, s applier.Status) {
 		mu.Lock()
 		st.Applied, st.State, st.Error, st.Ops, st.Pending = s.Digest, s.State, s.LastError, s.Ops, s.Pending
 		if p := r.Plan(); p != nil {
 			st.Plan = p.Digest
 		}
+		current := st.Plan
 		mu.Unlock()
 		if s.Ops > 0 || s.LastError != "" && s.State != applier.StateWaiting {
 			log.Info("pass", "state", s.State, "ops", s.Ops, "applied", s.Digest, "err", s.LastError)
@@ -218,7 +221,13 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 			if err := kc.SetStatus(ctx, kube.Status{Digest: s.Digest, State: kube.State(s.State), Error: s.LastError}); err != nil {
 				log.Warn("node status", "err", err)
 			}
-			publishTunnel(ctx, log, kc, client, r.Plan())
+			// The tunnel changes only with the network: look (a snapshot)
+			// after a pass that changed HNS or applied a new plan (a replace
+			// gives a new DrMacAddress), or while none is published.
+			if n, ok := kc.Node(); s.Ops > 0 || s.Digest != tunnelFor || !ok || n.TunnelMAC == "" {
+				publishTunnel(ctx, log, kc, client, r.Plan())
+				tunnelFor = s.Digest
+			}
 		}
 		if m, ok := client.(*hnsmem.HNS); ok && f.simulateCNI && s.State == applier.StateConverged {
 			// The network is up: the CNI networks the plan's pods.
@@ -233,7 +242,7 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 			// Verify: the next pass should find nothing to do.
 			loop.Trigger()
 		}
-		if s.State == applier.StateConverged && s.Ops == 0 && s.Digest == st.Plan {
+		if s.State == applier.StateConverged && s.Ops == 0 && s.Digest == current {
 			select {
 			case converged <- struct{}{}:
 			default:
@@ -317,8 +326,9 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 			break
 		}
 		mu.Lock()
-		fmt.Fprintf(stdout, "node %s: HNS matches plan %s\n", f.node, st.Plan)
+		digest := st.Plan
 		mu.Unlock()
+		fmt.Fprintf(stdout, "node %s: HNS matches plan %s\n", f.node, digest)
 		if m, ok := client.(fmt.Stringer); ok {
 			fmt.Fprintf(stdout, "\nHNS now:\n%s", m)
 		}

@@ -186,6 +186,11 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	if net := have.Network("Calico"); net == nil || net.Subnets[0].VNI != 5000 {
 		t.Errorf("HNS after the replace:\n%s", h)
 	}
+	// The recreated network has a new DrMacAddress: the tunnel follows it.
+	waitNode("the new tunnel MAC", func(n *corev1.Node) bool {
+		mac, err := kube.NormalizeMAC(n.Annotations["projectcalico.org/VXLANTunnelMACAddr"])
+		return err == nil && mac == have.Network("Calico").DRMAC
+	})
 	events, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + node})
 	if err != nil {
 		t.Fatal(err)
