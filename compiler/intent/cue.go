@@ -117,17 +117,27 @@ func loadCUE(ctx *cue.Context, dir string, rel func(string) string, errs *diag.L
 		errs.Errorf(RuleLoad, diag.Pos{File: dir}, "", "%v", err)
 		return cueResult{}
 	}
-	cueFiles, _ := filepath.Glob(filepath.Join(abs, "*.cue"))
-	if len(cueFiles) == 0 {
+	files := scanCUEFiles(abs)
+	if len(files.all) == 0 {
 		errs.Errorf(RuleLoad, diag.Pos{File: rel(abs)}, "", "no CUE files: an intent directory holds one CUE package that sets `cluster` (see `hnsplan schema`)")
 		return cueResult{}
 	}
-	insts := load.Instances([]string{"."}, &load.Config{Dir: abs})
+	if files.reportNoPackage(rel, errs) {
+		return cueResult{}
+	}
+	// A directory of package-less files is one anonymous package, as
+	// `cue vet *.cue` reads it; CUE's loader refuses it when asked for ".".
+	args := []string{"."}
+	if len(files.noPkg) == len(files.all) {
+		args = files.noPkg
+	}
+	insts := load.Instances(args, &load.Config{Dir: abs})
 	inst := insts[0]
 	if inst.Err != nil {
 		addCUEErrors(inst.Err, RuleLoad, rel, &source{rel: rel}, errs, abs)
 		return cueResult{}
 	}
+	reportSubdirectories(abs, buildFiles(inst), rel, errs)
 	user := ctx.BuildInstance(inst)
 	src := &source{user: user, rel: rel}
 	if err := user.Err(); err != nil {

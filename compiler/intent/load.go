@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 
+	"cuelang.org/go/cue"
+
 	"github.com/hnsplan/hnsplan/compiler/diag"
 )
 
@@ -44,6 +46,7 @@ func Load(dir string, opts Options) (*Intent, diag.List, error) {
 			addCUEErrors(err, RuleSchema, rel, &source{user: res.user, rel: rel}, &errs, dir)
 		} else {
 			in.Cluster = decodeCluster(data, &source{user: res.user, rel: rel}, &errs, false)
+			checkNodes(in.Cluster, rel(dir), &errs)
 		}
 	}
 	loadManifests(dir, rel, &in.Manifests, &errs)
@@ -57,4 +60,23 @@ func Load(dir string, opts Options) (*Intent, diag.List, error) {
 	}
 	errs.Sort()
 	return in, errs, nil
+}
+
+// checkNodes makes an intent without nodes an error: it compiles to no
+// plan, and compile would then remove every plan it wrote before. Such an
+// intent is far more often a file gone missing from the package than a
+// cluster without nodes.
+func checkNodes(c *Cluster, dir string, errs *diag.List) {
+	if len(c.Nodes) > 0 {
+		return
+	}
+	// Where the user wrote nodes: {}; without it, the directory, not the
+	// nearest enclosing value (one arbitrary file of many that set cluster).
+	pos := diag.Pos{File: dir}
+	if c.src != nil {
+		if v := c.src.user.LookupPath(cue.ParsePath("cluster.nodes")); v.Exists() && v.Pos().IsValid() {
+			pos = c.src.tokenPos(v.Pos())
+		}
+	}
+	errs.Errorf(RuleNoNodes, pos, "cluster.nodes", "the intent lists no node: it would compile to no plan; list the cluster's nodes under cluster.nodes (if a file sets them, check that it is in %s and has the package clause of the others)", dir)
 }
