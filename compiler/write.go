@@ -43,15 +43,55 @@ func EncodePlans(plans []*plan.NodePlan) ([]File, error) {
 	return files, errors.Join(errs...)
 }
 
+// Removals are the plans of a previous compile that a new one drops.
+type Removals struct {
+	Existing int               // plans the previous index lists
+	Stale    []plan.IndexEntry // those whose node has no plan now, in index order
+}
+
+// StalePlans reads the index in dir (if any) and returns which of the plans
+// it lists are not among plans: the files WritePlans would remove. A
+// missing or unreadable index, or one that is not a plan index, lists none:
+// WritePlans then removes nothing. Only entries that name a file directly
+// in dir count; WritePlans never removes anything else.
+func StalePlans(dir string, plans []*plan.NodePlan) (Removals, error) {
+	old, err := os.ReadFile(filepath.Join(dir, plan.IndexFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return Removals{}, nil
+	} else if err != nil {
+		return Removals{}, err
+	}
+	var prev plan.Index
+	if json.Unmarshal(old, &prev) != nil || prev.Kind != plan.IndexKind {
+		return Removals{}, nil
+	}
+	keep := map[string]bool{}
+	for _, p := range plans {
+		keep[p.Node+".json"] = true
+	}
+	r := Removals{Existing: len(prev.Plans)}
+	for _, e := range prev.Plans {
+		if name := filepath.Base(e.File); !keep[name] && name == e.File {
+			r.Stale = append(r.Stale, e)
+		}
+	}
+	return r, nil
+}
+
 // WritePlans encodes plans and writes them with their index into dir, on
 // all CPUs, each file by atomic rename (an agent watching the directory
 // never sees half a plan). Plans that the previous index listed and this
-// one does not are removed; no other file is touched. A plan is dropped
-// from memory once written, so a large cluster's plans are never all held
-// encoded at once.
-func WritePlans(dir, cluster string, plans []*plan.NodePlan) error {
+// one does not (StalePlans) are removed; no other file is touched. It
+// returns the files it removed, which the caller should report. A plan is
+// dropped from memory once written, so a large cluster's plans are never
+// all held encoded at once.
+func WritePlans(dir, cluster string, plans []*plan.NodePlan) (removed []string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return nil, err
+	}
+	stale, err := StalePlans(dir, plans)
+	if err != nil {
+		return nil, err
 	}
 	entries := make([]plan.IndexEntry, len(plans))
 	errs := make([]error, len(plans))
@@ -75,30 +115,23 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan) error {
 	close(next)
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return err
+		return nil, err
 	}
-	idx := plan.Index{FormatVersion: plan.FormatVersion, Kind: plan.IndexKind, Cluster: cluster, Plans: entries}
-	keep := map[string]bool{}
-	for _, e := range entries {
-		keep[e.File] = true
-	}
-	if old, err := os.ReadFile(filepath.Join(dir, plan.IndexFile)); err == nil {
-		var prev plan.Index
-		if json.Unmarshal(old, &prev) == nil && prev.Kind == plan.IndexKind {
-			for _, e := range prev.Plans {
-				if name := filepath.Base(e.File); !keep[name] && name == e.File {
-					if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-						return err
-					}
-				}
-			}
+	for _, e := range stale.Stale {
+		err := os.Remove(filepath.Join(dir, e.File))
+		switch {
+		case err == nil:
+			removed = append(removed, e.File)
+		case !errors.Is(err, fs.ErrNotExist):
+			return removed, err
 		}
 	}
+	idx := plan.Index{FormatVersion: plan.FormatVersion, Kind: plan.IndexKind, Cluster: cluster, Plans: entries}
 	data, err := json.MarshalIndent(idx, "", "  ")
 	if err != nil {
-		return err
+		return removed, err
 	}
-	return WriteFileAtomic(filepath.Join(dir, plan.IndexFile), append(data, '\n'))
+	return removed, WriteFileAtomic(filepath.Join(dir, plan.IndexFile), append(data, '\n'))
 }
 
 // WriteFileAtomic writes data to name through a temporary file in the same

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -67,13 +68,15 @@ func notable(l diag.List) diag.List {
 func newCompileCmd(g *globalFlags) *cobra.Command {
 	var inventory []string
 	var outDir string
-	var updateLock bool
+	var updateLock, allowRemovals bool
 	cmd := &cobra.Command{
 		Use:   "compile DIR -o OUTDIR",
 		Short: "Compile the intent into one HNS plan per Windows node",
 		Long: `compile vets the intent in DIR and, if it has no error, writes one plan per Windows
 node (<node>.json) and index.json into OUTDIR, each by atomic rename. Plans that the
-previous index listed for nodes that are gone are removed. Compiling twice gives
+previous index listed for nodes that are gone are removed, and each is named on stdout.
+A compile that would remove more than half of the existing plans (and at least two) is
+refused, with nothing written, unless --allow-removals is given. Compiling twice gives
 byte-identical files.
 
 Blocks the compiler allocates are pinned by hnsplan.lock.json beside the intent;
@@ -95,7 +98,18 @@ Blocks the compiler allocates are pinned by hnsplan.lock.json beside the intent;
 				fmt.Fprintf(errOut, "%s: invalid: %s; no plan written\n", args[0], c.findings.Summary())
 				return &exitError{code: exitInvalid}
 			}
-			err = compiler.WritePlans(outDir, c.in.Cluster.Name, c.result.Plans)
+			stale, err := compiler.StalePlans(outDir, c.result.Plans)
+			if err != nil {
+				return &exitError{code: exitInvalid, err: err}
+			}
+			if err := checkRemovals(args[0], outDir, stale, allowRemovals); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			removed, err := compiler.WritePlans(outDir, c.in.Cluster.Name, c.result.Plans)
+			for _, name := range removed {
+				fmt.Fprintf(out, "%s: removed %s: its node is no longer a Windows node of the intent\n", args[0], filepath.Join(outDir, name))
+			}
 			if err == nil && updateLock {
 				err = compiler.WriteFileAtomic(filepath.Join(args[0], intent.LockFile), c.result.IPAM.Lock.Encode())
 			}
@@ -103,17 +117,47 @@ Blocks the compiler allocates are pinned by hnsplan.lock.json beside the intent;
 				return &exitError{code: exitInvalid, err: err}
 			}
 			msg := fmt.Sprintf("%s: wrote %s and %s to %s", args[0], plural(len(c.result.Plans), "plan"), plan.IndexFile, outDir)
+			if len(removed) > 0 {
+				msg += "; removed " + plural(len(removed), "plan")
+			}
 			if updateLock {
 				msg += "; updated " + intent.LockFile
 			}
-			_, err = fmt.Fprintln(cmd.OutOrStdout(), msg)
+			_, err = fmt.Fprintln(out, msg)
 			return err
 		},
 	}
 	cmd.Flags().StringVarP(&outDir, "output", "o", "", "directory to write the plans into")
 	cmd.Flags().StringArrayVar(&inventory, "inventory", nil, "live-state file (kubectl get ... -o yaml); repeatable")
 	cmd.Flags().BoolVar(&updateLock, "update-lock", false, "write "+intent.LockFile+" beside the intent with the allocated blocks")
+	cmd.Flags().BoolVar(&allowRemovals, "allow-removals", false, "remove the plans of more than half the nodes, if the intent really drops them")
 	return cmd
+}
+
+// checkRemovals refuses a compile that would remove more than half of the
+// plans in outDir, and at least two: that is far more often an intent that
+// lost a file (or its nodes) than a cluster that lost half its Windows
+// nodes, and an agent whose plan is removed stops getting updates.
+func checkRemovals(dir, outDir string, r compiler.Removals, allow bool) error {
+	n := len(r.Stale)
+	if allow || n < 2 || 2*n <= r.Existing {
+		return nil
+	}
+	nodes := make([]string, n)
+	for i, e := range r.Stale {
+		nodes[i] = e.Node
+	}
+	return &exitError{code: exitInvalid, err: fmt.Errorf(
+		"compile would remove %d of the %d plans in %s (%s): more than half, which is more often an intent that lost a file or its nodes than nodes really gone; nothing written or removed. Check the intent (hnsplan diff %s %s shows the change); if these nodes are gone, run again with --allow-removals",
+		n, r.Existing, outDir, shortNames(nodes, 10), outDir, dir)}
+}
+
+// shortNames joins names, the first max of them and a count of the rest.
+func shortNames(names []string, max int) string {
+	if len(names) <= max {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
 }
 
 func newPlanCmd(g *globalFlags) *cobra.Command {
