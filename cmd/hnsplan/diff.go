@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +35,15 @@ compile, with index.json). With --base GIT-REF, BASE is DIR as it was at GIT-REF
 from git's objects without touching the work tree. --inventory adds the blast radius:
 the pods a drain evicts and the endpoints whose ACL lists change.
 
+An intent that does not exist on one side is an intent added or removed. With --base,
+DIR absent at GIT-REF (git's tree there has no such path) shows every node created, and
+DIR absent from the work tree but present at GIT-REF shows every node removed. In the
+BASE HEAD form, a BASE that does not exist shows every node created; a HEAD that does
+not exist is taken as removed only when git's HEAD commit has it (a deletion not yet
+committed), so that a mistyped path is an error, never "remove everything". A path on
+neither side, a bad ref and a DIR outside a git repository are errors. A note above the
+diff says when a side was absent.
+
 -o text (Terraform's symbols), markdown (for a pull-request comment, capped at 65,000
 characters) or json. --detailed-exitcode: 0 no changes, 2 changes, 1 error.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -46,26 +56,35 @@ characters) or json. --detailed-exitcode: 0 no changes, 2 changes, 1 error.`,
 			if err := g.checkOutput(cmd, "text", "json", "markdown"); err != nil {
 				return err
 			}
-			baseDir, headDir, baseName := "", args[len(args)-1], ""
+			var bs, hs side
 			if base != "" {
-				dir, cleanup, err := checkout(base, headDir)
+				var cleanup func()
+				var err error
+				bs, hs, cleanup, err = gitSides(base, args[0])
 				if err != nil {
-					return &exitError{code: exitInvalid, err: err}
+					return err
 				}
 				defer cleanup()
-				baseDir, baseName = dir, headDir+"@"+base
 			} else {
-				baseDir, baseName = args[0], args[0]
+				var err error
+				if bs, hs, err = dirSides(args[0], args[1]); err != nil {
+					return err
+				}
 			}
-			bp, err := sidePlans(cmd, g, baseDir, baseName, inventory)
+			bp, err := bs.plans(cmd, g, inventory)
 			if err != nil {
 				return err
 			}
-			hp, err := sidePlans(cmd, g, headDir, headDir, inventory)
+			hp, err := hs.plans(cmd, g, inventory)
 			if err != nil {
 				return err
 			}
 			res := diff.Plans(bp, hp)
+			for _, s := range []side{bs, hs} {
+				if s.note != "" {
+					res.Notes = append(res.Notes, s.note)
+				}
+			}
 			out := cmd.OutOrStdout()
 			switch g.output {
 			case "json":
@@ -89,6 +108,23 @@ characters) or json. --detailed-exitcode: 0 no changes, 2 changes, 1 error.`,
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 0 without changes, 2 with changes, 1 on error")
 	g.outputFlag(cmd, "text", "json", "markdown")
 	return cmd
+}
+
+// side is one side of a diff: a directory, or nothing (absent) when the
+// intent does not exist there, as before it is added or after it is
+// removed; note then says so to the reader.
+type side struct {
+	dir, name string
+	absent    bool
+	note      string
+}
+
+// plans returns the side's plans: none when it is absent.
+func (s side) plans(cmd *cobra.Command, g *globalFlags, inventory []string) ([]*plan.NodePlan, error) {
+	if s.absent {
+		return nil, nil
+	}
+	return sidePlans(cmd, g, s.dir, s.name, inventory)
 }
 
 // sidePlans returns one side's plans: a plan directory's, decoded and
@@ -125,28 +161,169 @@ func sidePlans(cmd *cobra.Command, g *globalFlags, dir, name string, inventory [
 	return c.result.Plans, nil
 }
 
-// checkout writes dir as it was at ref into a temporary directory, from
-// git's objects (git archive): the work tree and the index are untouched.
-func checkout(ref, dir string) (string, func(), error) {
-	abs, err := filepath.Abs(dir)
+// dirSides resolves the plain form, diff BASE HEAD. A BASE that does not
+// exist is the state before the intent was added: every node is created.
+// A HEAD that does not exist is taken as the intent removed only on git's
+// word, when HEAD's commit has the directory and the work tree does not (a
+// deletion not yet committed): a mistyped HEAD must not show every node
+// being removed.
+func dirSides(baseDir, headDir string) (side, side, error) {
+	bs, hs := side{dir: baseDir, name: baseDir}, side{dir: headDir, name: headDir}
+	bAbsent, err := absent(baseDir)
 	if err != nil {
-		return "", nil, err
+		return bs, hs, err
 	}
-	top, err := git(abs, "rev-parse", "--show-toplevel")
+	hAbsent, err := absent(headDir)
 	if err != nil {
-		return "", nil, fmt.Errorf("--base needs DIR inside a git repository: %v", err)
+		return bs, hs, err
+	}
+	if bAbsent && hAbsent {
+		return bs, hs, &exitError{code: exitUsage, err: fmt.Errorf("neither %s nor %s exists: check the paths", baseDir, headDir)}
+	}
+	if bAbsent {
+		bs.absent, bs.note = true, fmt.Sprintf("%s does not exist: every node of %s is created", baseDir, headDir)
+	}
+	if hAbsent {
+		g, err := gitPathOf(headDir)
+		ok := false
+		if err == nil {
+			ok, err = g.existsAt("HEAD")
+		}
+		if err != nil || !ok {
+			return bs, hs, &exitError{code: exitUsage, err: fmt.Errorf(
+				"%s does not exist; a HEAD that does not exist means the intent is removed only when git's HEAD commit has it and the work tree does not (an uncommitted deletion), which is not so here; check the path, or diff a committed removal with --base GIT-REF %s",
+				headDir, headDir)}
+		}
+		hs.absent, hs.note = true, fmt.Sprintf("%s is deleted in the work tree (git's HEAD commit has it): every node of %s is removed", headDir, baseDir)
+	}
+	return bs, hs, nil
+}
+
+// gitSides resolves diff --base REF DIR: the base side is DIR as it was at
+// ref, read from git's objects without touching the work tree; the head
+// side is DIR in the work tree. DIR absent at ref (git lists no such path
+// in ref's tree) means every node is created; DIR absent from the work
+// tree but present at ref means every node is removed. Any other git
+// failure (no repository, no such ref) is an error, as is DIR on neither
+// side.
+func gitSides(ref, dir string) (side, side, func(), error) {
+	bs, hs := side{name: dir + "@" + ref}, side{dir: dir, name: dir}
+	none := func() {}
+	gp, err := gitPathOf(dir)
+	if err != nil {
+		return bs, hs, none, &exitError{code: exitInvalid, err: fmt.Errorf("--base needs DIR inside a git repository: %v", err)}
+	}
+	if _, err := git(gp.root, "rev-parse", "--verify", "--quiet", ref+"^{commit}"); err != nil {
+		return bs, hs, none, &exitError{code: exitInvalid, err: fmt.Errorf("--base %s: no such commit", ref)}
+	}
+	atRef, err := gp.existsAt(ref)
+	if err != nil {
+		return bs, hs, none, &exitError{code: exitInvalid, err: fmt.Errorf("--base %s: %v", ref, err)}
+	}
+	hAbsent, err := absent(dir)
+	if err != nil {
+		return bs, hs, none, err
+	}
+	switch {
+	case !atRef && hAbsent:
+		return bs, hs, none, &exitError{code: exitUsage, err: fmt.Errorf("%s exists neither in the work tree nor at %s: check the path", dir, ref)}
+	case !atRef:
+		bs.absent, bs.note = true, fmt.Sprintf("%s did not exist at %s: every node is created", dir, ref)
+		return bs, hs, none, nil
+	case hAbsent:
+		hs.absent, hs.note = true, fmt.Sprintf("%s does not exist in the work tree (it did at %s): every node is removed", dir, ref)
+	}
+	tmp, cleanup, err := gp.archive(ref)
+	if err != nil {
+		return bs, hs, none, &exitError{code: exitInvalid, err: fmt.Errorf("--base %s: %v", ref, err)}
+	}
+	bs.dir = tmp
+	return bs, hs, cleanup, nil
+}
+
+// absent reports whether path does not exist; any other failure to stat
+// it is a usage error.
+func absent(path string) (bool, error) {
+	_, err := os.Stat(path)
+	switch {
+	case err == nil:
+		return false, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return true, nil
+	}
+	return false, &exitError{code: exitUsage, err: err}
+}
+
+// gitPath is a path in a git work tree, which need not exist.
+type gitPath struct {
+	root string // the work tree's top level
+	rel  string // the path below root, slash-separated; "." for root
+}
+
+// gitPathOf finds the work tree of path from its nearest existing
+// ancestor, so that a path deleted from the work tree still has one.
+func gitPathOf(path string) (gitPath, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return gitPath{}, err
+	}
+	existing, rest := abs, ""
+	for {
+		if st, err := os.Stat(existing); err == nil && st.IsDir() {
+			break
+		}
+		parent := filepath.Dir(existing)
+		if parent == existing {
+			return gitPath{}, fmt.Errorf("no directory of %s exists", path)
+		}
+		rest = filepath.Join(filepath.Base(existing), rest)
+		existing = parent
+	}
+	// git prints the top level with symlinks resolved: resolve ours too.
+	if real, err := filepath.EvalSymlinks(existing); err == nil {
+		existing = real
+	}
+	top, err := git(existing, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return gitPath{}, err
 	}
 	root := strings.TrimSpace(string(top))
-	rel, err := filepath.Rel(root, abs)
+	rel, err := filepath.Rel(root, filepath.Join(existing, rest))
+	if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return gitPath{}, fmt.Errorf("%s is outside the work tree %s", path, root)
+	}
+	return gitPath{root: root, rel: filepath.ToSlash(rel)}, nil
+}
+
+// existsAt reports whether the commit ref has a directory at the path:
+// git ls-tree lists the entry when it exists and nothing, successfully,
+// when it does not. That positive answer is what tells "not there" from a
+// git failure. A file at the path is an error.
+func (gp gitPath) existsAt(ref string) (bool, error) {
+	if gp.rel == "." {
+		return true, nil
+	}
+	out, err := git(gp.root, "--literal-pathspecs", "ls-tree", ref+"^{commit}", "--", gp.rel)
+	if err != nil {
+		return false, err
+	}
+	line := strings.TrimSpace(string(out))
+	if line == "" {
+		return false, nil
+	}
+	if f := strings.Fields(line); len(f) < 2 || f[1] != "tree" {
+		return false, fmt.Errorf("%s is not a directory at %s", gp.rel, ref)
+	}
+	return true, nil
+}
+
+// archive writes the path as it was at ref into a temporary directory, from
+// git's objects (git archive): the work tree and the index are untouched.
+// It returns the directory that holds the path's contents.
+func (gp gitPath) archive(ref string) (string, func(), error) {
+	archive, err := git(gp.root, "--literal-pathspecs", "archive", "--format=tar", ref, "--", gp.rel)
 	if err != nil {
 		return "", nil, err
-	}
-	if _, err := git(root, "rev-parse", "--verify", "--quiet", ref+"^{commit}"); err != nil {
-		return "", nil, fmt.Errorf("--base %s: no such commit", ref)
-	}
-	archive, err := git(root, "archive", "--format=tar", ref, "--", filepath.ToSlash(rel))
-	if err != nil {
-		return "", nil, fmt.Errorf("--base %s: %s did not exist there: %v", ref, rel, err)
 	}
 	tmp, err := os.MkdirTemp("", "hnsplan-base-")
 	if err != nil {
@@ -183,7 +360,7 @@ func checkout(ref, dir string) (string, func(), error) {
 			return "", nil, err
 		}
 	}
-	return filepath.Join(tmp, rel), cleanup, nil
+	return filepath.Join(tmp, filepath.FromSlash(gp.rel)), cleanup, nil
 }
 
 func git(dir string, args ...string) ([]byte, error) {

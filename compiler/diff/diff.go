@@ -95,6 +95,9 @@ type Result struct {
 	// Inventory reports whether the plans held rendered endpoints, so that
 	// reprogrammed endpoints and drained pods could be counted.
 	Inventory bool `json:"inventory"`
+	// Notes say what the renderers must tell the reader beyond the
+	// changes, such as a side that does not exist (every node created).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Summary counts a result the way its closing line says it.

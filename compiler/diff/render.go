@@ -42,6 +42,12 @@ var colours = map[Action]string{Create: "32", Update: "33", Delete: "31", Replac
 // each node's changes with their symbols and reasons, then the summary.
 func (r *Result) WriteText(w io.Writer, color bool) error {
 	t := &textWriter{w: w, color: color}
+	for _, n := range r.Notes {
+		t.line("Note: %s", n)
+	}
+	if len(r.Notes) > 0 {
+		t.line("")
+	}
 	if r.HasChanges() {
 		t.line("hnsplan diff: actions are shown with these symbols:")
 		t.line("  + create   ~ update in place   - destroy   -/+ destroy and recreate (drains the node)")
@@ -163,6 +169,9 @@ func (r *Result) Markdown() string {
 	s := r.Summarize()
 	b.WriteString("### hnsplan: Windows HNS plan diff\n\n")
 	b.WriteString("**" + r.SummaryLine() + "**\n\n")
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "> [!NOTE]\n> %s\n\n", n)
+	}
 	if s.NetworksReplaced > 0 {
 		fmt.Fprintf(&b, "> [!WARNING]\n> %d network(s) will be replaced: each replace drains its node before recreating the HNS network.\n\n", s.NetworksReplaced)
 	}
@@ -250,6 +259,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	enc.SetEscapeHTML(false)
 	return enc.Encode(struct {
 		Changes []Change    `json:"changes"`
+		Notes   []string    `json:"notes,omitempty"`
 		Summary jsonSummary `json:"summary"`
-	}{r.Changes, sum})
+	}{r.Changes, r.Notes, sum})
 }
