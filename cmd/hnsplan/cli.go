@@ -230,10 +230,11 @@ func newRulesCmd(g *globalFlags) *cobra.Command {
 		Long: `rules lists the catalog of rules hnsplan checks, with their stable ids. Change a
 rule's severity in the intent with cluster.constraints: {"rule-id": "warning"} (or
 "error", "info", "off"). Rules of phase "load" report unreadable input and cannot be
-changed. -o json adds each rule's remedy and references.`,
+changed. -o json adds each rule's remedy and references; -o markdown prints the
+catalog as ` + rulesDocPath + ` is kept.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := g.checkOutput(cmd, "text", "json"); err != nil {
+			if err := g.checkOutput(cmd, "text", "json", "markdown"); err != nil {
 				return err
 			}
 			rules, err := intent.Catalog()
@@ -241,6 +242,9 @@ changed. -o json adds each rule's remedy and references.`,
 				return &exitError{code: exitInvalid, err: err}
 			}
 			out := cmd.OutOrStdout()
+			if g.output == "markdown" {
+				return writeRulesMarkdown(out, rules)
+			}
 			if g.output == "json" {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
@@ -257,7 +261,7 @@ changed. -o json adds each rule's remedy and references.`,
 			return tw.Flush()
 		},
 	}
-	g.outputFlag(cmd, "text", "json")
+	g.outputFlag(cmd, "text", "json", "markdown")
 	return cmd
 }
 
