@@ -341,3 +341,45 @@ func (s Selector) RequiredEquals() map[string]string {
 	walk(s.root)
 	return out
 }
+
+// ForRuleNamespaces returns s as Calico reads it in a policy rule's
+// namespaceSelector, where global() stands for the non-namespaced
+// resources only (host endpoints, global network sets) and so selects no
+// pod: every global() becomes !all(), false for every namespace. changed
+// reports whether s had a global(). Calico does the same by rewriting
+// global() to !has(projectcalico.org/namespace) (projectcalico/calico,
+// libcalico-go/lib/backend/syncersv1/updateprocessors/rules.go,
+// getEndpointSelector). A policy's own selector and a
+// GlobalNetworkPolicy's spec.namespaceSelector are not rewritten there:
+// global() in them stays true, as Evaluate has it.
+func (s Selector) ForRuleNamespaces() (out Selector, changed bool) {
+	var rewrite func(n *node) *node
+	rewrite = func(n *node) *node {
+		if n == nil {
+			return nil
+		}
+		if n.op == opGlobal {
+			changed = true
+			return &node{op: opNot, kids: []*node{{op: opAll}}}
+		}
+		c := *n
+		c.kids = make([]*node, len(n.kids))
+		for i, k := range n.kids {
+			c.kids[i] = rewrite(k)
+		}
+		return &c
+	}
+	root := rewrite(s.root)
+	if !changed {
+		return s, false
+	}
+	var b strings.Builder
+	root.format(&b)
+	// Reparsed, so that the result is in the canonical form Parse gives
+	// (a double negation collapses).
+	out, err := Parse(b.String())
+	if err != nil {
+		panic("selector: a rewritten selector does not parse: " + err.Error())
+	}
+	return out, true
+}

@@ -311,3 +311,25 @@ func TestRequiredEquals(t *testing.T) {
 		}
 	}
 }
+
+func TestForRuleNamespaces(t *testing.T) {
+	ns := map[string]string{"env": "prod"}
+	for _, tc := range []struct {
+		in, want string
+		changed  bool
+		matches  bool
+	}{
+		{"global()", "!all()", true, false},
+		{"!global()", "all()", true, true},
+		{"global() || env == 'prod'", `(!all() || env == "prod")`, true, true},
+		{"global() && env == 'prod'", `(!all() && env == "prod")`, true, false},
+		{"all()", "all()", false, true},
+		{"env == 'dev'", `env == "dev"`, false, false},
+		{"", "all()", false, true},
+	} {
+		got, changed := selector.MustParse(tc.in).ForRuleNamespaces()
+		if got.String() != tc.want || changed != tc.changed || got.Evaluate(ns) != tc.matches {
+			t.Errorf("%q: got %q changed=%v matches=%v, want %q %v %v", tc.in, got, changed, got.Evaluate(ns), tc.want, tc.changed, tc.matches)
+		}
+	}
+}
