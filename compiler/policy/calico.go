@@ -234,6 +234,7 @@ func (c *compiler) entity(cp *intent.CalicoPolicy, ns string, e *intent.EntityRu
 	}
 	// Endpoints: selector, namespaceSelector, service accounts, services.
 	var sels []string
+	saScoped := false
 	if e.Selector != "" {
 		if !c.validSelector(e.Selector, at(side, "selector"), sidePath("selector")) {
 			return m, false, false
@@ -254,6 +255,7 @@ func (c *compiler) entity(cp *intent.CalicoPolicy, ns string, e *intent.EntityRu
 				quoted[i] = strconv.Quote(n)
 			}
 			sels = append(sels, fmt.Sprintf("%s in {%s}", plan.LabelServiceAccount, strings.Join(quoted, ", ")))
+			saScoped = true
 		}
 	}
 	var svcPorts []plan.PortRange
@@ -298,6 +300,15 @@ func (c *compiler) entity(cp *intent.CalicoPolicy, ns string, e *intent.EntityRu
 			}
 		}
 	}
+	// Scoping, as Calico's GetEntityRuleSelector does it (projectcalico/calico,
+	// libcalico-go/lib/backend/syncersv1/updateprocessors/rules.go): a
+	// namespaceSelector limits the side to pods of the namespaces it selects
+	// (global() selects none: it means non-namespaced resources); without one,
+	// a namespaced policy limits it to its own namespace as soon as any of
+	// selector, serviceAccounts or notSelector is used. notSelector then
+	// excludes the pods it selects, unscoped. A services match is the
+	// service's own endpoints and does not scope. The table in doc.go.
+	scoped := e.Selector != "" || saScoped || e.NotSelector != ""
 	if len(sels) > 0 {
 		m.Selector = and(sels...)
 	}
@@ -306,27 +317,27 @@ func (c *compiler) entity(cp *intent.CalicoPolicy, ns string, e *intent.EntityRu
 		if !c.validSelector(nsSel, at(side, "namespaceSelector"), sidePath("namespaceSelector")) {
 			return m, false, false
 		}
-		if nsSel == "global()" || nsSel == "all()" {
-			if m.Selector == "" {
-				m.Selector = "all()"
-			}
-		} else {
-			m.NamespaceSelector = nsSel
-			if m.Selector == "" {
-				m.Selector = "all()"
-			}
+		parsed, _ := selector.Parse(nsSel)
+		if rewritten, changed := parsed.ForRuleNamespaces(); changed {
+			parsed, nsSel = rewritten, rewritten.String()
 		}
-	case m.Selector != "" && ns != "":
+		if !parsed.IsAll() {
+			m.NamespaceSelector = nsSel
+		}
+		if m.Selector == "" {
+			m.Selector = "all()" // pods only
+		}
+	case ns != "" && scoped:
 		m.Namespace = ns // a namespaced policy's selectors stay in its namespace
+		if m.Selector == "" {
+			m.Selector = "all()"
+		}
 	}
 	if e.NotSelector != "" {
 		if !c.validSelector(e.NotSelector, at(side, "notSelector"), sidePath("notSelector")) {
 			return m, false, false
 		}
 		m.NotSelector = e.NotSelector
-		if ns != "" {
-			m.NotSelector = and(fmt.Sprintf("%s == %q", plan.LabelNamespace, ns), e.NotSelector)
-		}
 		c.report("policy-negated-match", at(side, "notSelector"), sidePath("notSelector"),
 			"notSelector is rendered per endpoint as the addresses of every pod it does not select")
 	}

@@ -1,11 +1,3 @@
-// Package policy compiles the intent's Kubernetes and Calico network
-// policies into the policy program (plan.Program): tiers and policies in
-// evaluation order, every rule rewritten into a form Windows can enforce
-// exactly — or, where Windows has no exact form, failed closed (an Allow
-// narrowed or dropped, a Deny widened, never the reverse) with a finding.
-//
-// Kubernetes NetworkPolicies take Calico's meaning: the default tier, order
-// 1000, one Allow rule per peer and protocol.
 package policy
 
 import (
