@@ -98,6 +98,11 @@ func (c *compiler) calicoRule(cp *intent.CalicoPolicy, ns, id string, i int, ing
 		return fmt.Sprintf("spec.%s[%d].%s", field, i, p)
 	}
 	allow := r.Action == "Allow"
+	// widened is set when a match is made wider than written (failing
+	// closed for a Deny). A wider Pass would not fail closed: it would skip
+	// the tier's later rules for traffic Calico keeps in the tier, so such a
+	// Pass is compiled as a Deny of its widened match instead.
+	widened := false
 	out := plan.PolicyRule{ID: fmt.Sprintf("%s-%s%d", id, dir, i), Action: r.Action, Source: at().String()}
 	switch r.Action {
 	case "Log":
@@ -141,6 +146,7 @@ func (c *compiler) calicoRule(cp *intent.CalicoPolicy, ns, id string, i int, ing
 			return nil, true
 		}
 		c.report("policy-icmp-type", at(what), path(what), "Windows ACLs cannot match an ICMP type or code: this %s rule is widened to all ICMP (fail closed)", r.Action)
+		widened = true
 	}
 	if r.HTTP != nil {
 		if allow {
@@ -148,6 +154,7 @@ func (c *compiler) calicoRule(cp *intent.CalicoPolicy, ns, id string, i int, ing
 			return nil, true
 		}
 		c.report("policy-application-layer", at("http"), path("http"), "HTTP matches need an application-layer proxy, which Windows nodes lack: this %s rule is applied to all HTTP methods and paths (fail closed)", r.Action)
+		widened = true
 	}
 	// A services match without a protocol matches each service port with
 	// that port's own protocol (Calico's semantics): one rule per protocol.
@@ -171,8 +178,8 @@ func (c *compiler) calicoRule(cp *intent.CalicoPolicy, ns, id string, i int, ing
 		if len(protos) > 1 {
 			o.ID = fmt.Sprintf("%s.%d", out.ID, k)
 		}
-		src, srcOK, srcSkip := c.entity(cp, ns, &r.Source, proto, allow, "source", at, path)
-		dst, dstOK, dstSkip := c.entity(cp, ns, &r.Destination, proto, allow, "destination", at, path)
+		src, srcOK, srcSkip := c.entity(cp, ns, &r.Source, proto, allow, &widened, "source", at, path)
+		dst, dstOK, dstSkip := c.entity(cp, ns, &r.Destination, proto, allow, &widened, "destination", at, path)
 		if !srcOK || !dstOK {
 			return nil, false
 		}
@@ -185,6 +192,13 @@ func (c *compiler) calicoRule(cp *intent.CalicoPolicy, ns, id string, i int, ing
 			o.Local, o.Remote = src, dst
 		}
 		rulesOut = append(rulesOut, o)
+	}
+	if widened && r.Action == "Pass" && len(rulesOut) > 0 {
+		for k := range rulesOut {
+			rulesOut[k].Action = "Deny"
+		}
+		c.report("policy-pass-action", at("action"), path("action"),
+			"this Pass rule cannot be matched exactly on Windows, and a wider Pass would skip this tier's later rules for traffic Calico keeps here: it is compiled as a Deny of its widened match (fail closed)")
 	}
 	return rulesOut, true
 }
@@ -205,7 +219,7 @@ func (c *compiler) protocol(p intent.Protocol, pos diag.Pos, path string) (int, 
 
 // entity converts a source or destination. skip reports that the whole
 // rule is dropped (failing closed); ok false is an error.
-func (c *compiler) entity(cp *intent.CalicoPolicy, ns string, e *intent.EntityRule, proto int, allow bool, side string,
+func (c *compiler) entity(cp *intent.CalicoPolicy, ns string, e *intent.EntityRule, proto int, allow bool, widened *bool, side string,
 	at func(...any) diag.Pos, path func(string) string) (m plan.Match, ok, skip bool) {
 	sidePath := func(f string) string { return path(side + "." + f) }
 	// Addresses: nets minus notNets, IPv4 only.
@@ -270,6 +284,7 @@ func (c *compiler) entity(cp *intent.CalicoPolicy, ns string, e *intent.EntityRu
 			}
 			c.report("policy-application-layer", at(side, "services"), sidePath("services"),
 				"Service %s/%s is not known (or has no selector): this %s rule is widened to every endpoint (fail closed)", cmp.Or(sv.Namespace, ns), sv.Name, "Deny")
+			*widened = true
 		} else {
 			keys := make([]string, 0, len(svc.Spec.Selector))
 			for k := range svc.Spec.Selector {
@@ -377,12 +392,20 @@ func (c *compiler) entity(cp *intent.CalicoPolicy, ns string, e *intent.EntityRu
 				return m, true, true
 			}
 			c.report("policy-negated-match", at(side, "notPorts"), sidePath("notPorts"), "a named port in notPorts has no positive form: this %s rule ignores notPorts (widened, fail closed)", "Deny")
+			*widened = true
 		} else {
 			comp := complement(numeric)
 			if m.Ports != nil || m.NamedPorts != nil {
 				if len(m.NamedPorts) > 0 && allow {
 					c.report("policy-negated-match", at(side, "notPorts"), sidePath("notPorts"), "notPorts with named ports has no positive form: this Allow rule is dropped (fail closed)")
 					return m, true, true
+				}
+				if len(m.NamedPorts) > 0 {
+					// A named port's number is known per pod only: it cannot be
+					// taken out of the list here, so the Deny keeps it.
+					c.report("policy-negated-match", at(side, "notPorts"), sidePath("notPorts"),
+						"notPorts with named ports has no positive form: this rule matches its named ports whatever their number (widened, fail closed)")
+					*widened = true
 				}
 				m.Ports = intersectPorts(m.Ports, comp)
 				if len(m.Ports) == 0 && len(m.NamedPorts) == 0 {

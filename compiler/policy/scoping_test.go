@@ -181,3 +181,65 @@ func checkScoping(t *testing.T, doc string, ingress bool, want []string) {
 		}
 	}
 }
+
+// TestInexactPassFailsClosed: a Pass whose match Windows cannot express
+// exactly (named ports less notPorts) must not be widened — a wider Pass
+// skips the tier's later Deny for traffic Calico keeps in the tier. It is
+// compiled as a Deny of the widened match instead.
+func TestInexactPassFailsClosed(t *testing.T) {
+	doc := `apiVersion: projectcalico.org/v3
+kind: Tier
+metadata: {name: first}
+spec: {order: 10}
+---
+apiVersion: projectcalico.org/v3
+kind: GlobalNetworkPolicy
+metadata: {name: first.pass-http}
+spec:
+  tier: first
+  selector: projectcalico.org/namespace == 'beta'
+  types: [Ingress]
+  ingress:
+  - action: Pass
+    protocol: TCP
+    destination: {ports: [http], notPorts: ["8000:8100"]}
+  - action: Deny
+---
+apiVersion: projectcalico.org/v3
+kind: GlobalNetworkPolicy
+metadata: {name: allow-all}
+spec:
+  selector: all()
+  types: [Ingress]
+  ingress: [{action: Allow}]
+`
+	var errs diag.List
+	m := intent.ReadManifests("p.yaml", []byte(doc), &errs)
+	prog, findings := policy.Compile(&m, nil, func(string) diag.Severity { return diag.Info })
+	if errs.HasErrors() || findings.HasErrors() {
+		t.Fatalf("%v %v", errs, findings)
+	}
+	if !strings.Contains(fmt.Sprint(findings), "compiled as a Deny") {
+		t.Errorf("no finding says the Pass became a Deny:\n%v", findings)
+	}
+	b2 := &acl.Pod{Namespace: "beta", Name: "b2", IP: netip.MustParseAddr("10.1.0.22"), Ports: []acl.NamedPort{{Name: "http", Protocol: 6, Port: 8050}}}
+	a1 := &acl.Pod{Namespace: "alpha", Name: "a1", IP: netip.MustParseAddr("10.1.0.11")}
+	world := acl.NewWorld([]*acl.Pod{a1, b2}, nil, nil)
+	in, out, err := acl.NewRenderer(prog, world).Render(b2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := sim.Compile(append(in, out...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Calico: port 8050 is in notPorts, so the Pass does not match, and
+	// the tier's Deny does.
+	p := sim.Packet{Protocol: 6, Remote: a1.IP, LocalPort: 8050, RemotePort: reach.EphemeralPort}
+	if v := list.Evaluate("In", p); v.Allowed {
+		t.Errorf("windows: a1 -> b2 TCP/8050 allowed by %v; Calico denies it", v.ACL)
+	}
+	if d, err := reach.NewLinux(prog, world).Evaluate(b2, "In", p); err != nil || d.Allowed {
+		t.Errorf("linux: a1 -> b2 TCP/8050 allowed (%+v, %v); Calico denies it", d, err)
+	}
+}
