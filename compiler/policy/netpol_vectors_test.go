@@ -15,7 +15,9 @@ import (
 	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
 	"github.com/hnsplan/hnsplan/compiler/ipam"
+	"github.com/hnsplan/hnsplan/compiler/plan"
 	"github.com/hnsplan/hnsplan/compiler/policy"
+	"github.com/hnsplan/hnsplan/compiler/reach"
 	"github.com/hnsplan/hnsplan/compiler/sim"
 )
 
@@ -97,23 +99,32 @@ func loadNetpolVectors(t *testing.T) []netpolVector {
 // TestNetworkPolicyTruthTables runs all 256 truth tables of policy-assistant
 // (kubernetes-sigs/network-policy-api) through compile → render → simulate:
 // every cell of every ingress, egress and combined matrix, for TCP, UDP
-// and SCTP on ports 80 and 81, is decided by the compiled HNS ACL lists.
+// and SCTP on ports 80 and 81, is decided by the compiled HNS ACL lists —
+// once with every pod on a Windows node, once in a hybrid cluster where
+// every third pod is on a Linux node and its side is decided from the
+// program by reach.Linux (Calico's Linux semantics).
 func TestNetworkPolicyTruthTables(t *testing.T) {
 	vectors := loadNetpolVectors(t)
 	if len(vectors) != 256 {
 		t.Fatalf("%d vectors, want 256", len(vectors))
 	}
 	cells := 0
-	for _, v := range vectors {
-		t.Run(v.ID, func(t *testing.T) { cells += runNetpolVector(t, v) })
+	for _, hybrid := range []bool{false, true} {
+		for _, v := range vectors {
+			name := v.ID
+			if hybrid {
+				name += "/hybrid"
+			}
+			t.Run(name, func(t *testing.T) { cells += runNetpolVector(t, v, hybrid) })
+		}
 	}
-	t.Logf("%d vectors, %d matrix cells asserted", len(vectors), cells)
-	if cells < 256*6*72*3/2 {
+	t.Logf("%d vectors, all-Windows and hybrid, %d matrix cells asserted", len(vectors), cells)
+	if cells < 2*256*6*72*3/2 {
 		t.Errorf("only %d cells asserted", cells)
 	}
 }
 
-func runNetpolVector(t *testing.T, v netpolVector) int {
+func runNetpolVector(t *testing.T, v netpolVector, hybrid bool) int {
 	var m intent.Manifests
 	for _, raw := range v.Policies {
 		var np networkingv1.NetworkPolicy
@@ -152,7 +163,12 @@ func runNetpolVector(t *testing.T, v netpolVector) int {
 	world := acl.NewWorld(pods, v.Namespaces, []netip.Addr{netip.MustParseAddr("10.240.0.21")})
 	r := acl.NewRenderer(prog, world)
 	lists := map[*acl.Pod]*sim.List{}
-	for _, p := range pods {
+	onLinux := map[*acl.Pod]bool{}
+	for i, p := range pods {
+		if hybrid && i%3 == 2 {
+			onLinux[p] = true
+			continue
+		}
 		in, out, err := r.Render(p)
 		if err != nil {
 			t.Fatal(err)
@@ -163,6 +179,7 @@ func runNetpolVector(t *testing.T, v netpolVector) int {
 		}
 		lists[p] = l
 	}
+	linux := reach.NewLinux(prog, world)
 	cells := 0
 	var bad []string
 	for _, e := range v.Expected {
@@ -177,8 +194,8 @@ func runNetpolVector(t *testing.T, v netpolVector) int {
 					continue
 				}
 				src, dst := byKey[from], byKey[to]
-				in := lists[dst].Evaluate("In", sim.Packet{Protocol: proto, Remote: src.IP, LocalPort: e.Port, RemotePort: 40000})
-				out := lists[src].Evaluate("Out", sim.Packet{Protocol: proto, Remote: dst.IP, LocalPort: 40000, RemotePort: e.Port})
+				in := decideAt(t, lists, onLinux, linux, dst, "In", sim.Packet{Protocol: proto, Remote: src.IP, LocalPort: e.Port, RemotePort: 40000})
+				out := decideAt(t, lists, onLinux, linux, src, "Out", sim.Packet{Protocol: proto, Remote: dst.IP, LocalPort: 40000, RemotePort: e.Port})
 				got := [3]byte{mark(in.Allowed), mark(out.Allowed), mark(in.Allowed && out.Allowed)}
 				for k, name := range []string{"ingress", "egress", "combined"} {
 					cells++
@@ -197,6 +214,23 @@ func runNetpolVector(t *testing.T, v netpolVector) int {
 		t.Errorf("%s (%s):\n%s", v.ID, v.Description, strings.Join(bad, "\n"))
 	}
 	return cells
+}
+
+// decideAt decides p at ep: by its ACL list on Windows, from the program
+// on Linux (the verdict then names the deciding rule as its ACL id).
+func decideAt(t *testing.T, lists map[*acl.Pod]*sim.List, onLinux map[*acl.Pod]bool, linux *reach.Linux, ep *acl.Pod, dir string, p sim.Packet) sim.Verdict {
+	if !onLinux[ep] {
+		return lists[ep].Evaluate(dir, p)
+	}
+	d, err := linux.Evaluate(ep, dir, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := sim.Verdict{Allowed: d.Allowed, Default: d.Rule == nil}
+	if d.Rule != nil {
+		v.ACL = &plan.ACL{Id: "linux:" + d.Rule.ID}
+	}
+	return v
 }
 
 func remapPeers(peers []networkingv1.NetworkPolicyPeer) {
