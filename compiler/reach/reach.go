@@ -4,6 +4,13 @@
 // a Linux node by Calico's Felix from the policy program (Linux). A
 // connection is allowed when the source's egress and the destination's
 // ingress both allow it.
+//
+// The Linux side reads the program as compiled, so where the compiler
+// failed closed for Windows (an Allow it dropped, a Deny it widened, a Pass
+// it made a Deny: ICMP types, HTTP matches, named ports with notPorts,
+// IPv6-only rules) the Linux verdict is as strict as the Windows one,
+// where Felix on Linux, enforcing the rule as written, may allow more.
+// It never allows more than Calico does.
 package reach
 
 import (
