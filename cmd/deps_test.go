@@ -54,7 +54,7 @@ var depRules = []depRule{
 	{why: "only compiler/intent imports CUE", applies: oursExcept("compiler/intent"), direct: true, forbid: []string{cuePkg}},
 	{why: "only applier/hns/hnswin imports hcsshim", applies: oursExcept("applier/hns/hnswin"), direct: true, forbid: []string{hcsshimPkg}},
 	{why: "the plan contract and the policy logic import no CUE, client-go or hcsshim",
-		applies: ours("compiler/plan", "compiler/selector", "compiler/acl", "compiler/sim"),
+		applies: ours("compiler/plan", "compiler/selector", "compiler/acl", "compiler/sim", "compiler/reach"),
 		forbid:  []string{cuePkg, clientGo, hcsshimPkg}},
 	{why: "the agent does not link CUE", applies: ours("cmd/hnsplan-agent"), forbid: []string{cuePkg}},
 	{why: "the compiler CLI does not link hcsshim", applies: ours("cmd/hnsplan"), forbid: []string{hcsshimPkg}},
