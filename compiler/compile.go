@@ -40,9 +40,16 @@ type Result struct {
 }
 
 // Compile compiles in, which must have loaded without error. Findings are
-// the compiler's own (blocks, pod addresses), with the catalog's
-// severities; the caller applies cluster.constraints with check.Override.
+// the compiler's own (blocks, pod addresses, ACL budgets), with the
+// catalog's severities; the caller applies cluster.constraints with
+// check.Override. Commands use Run, which also vets.
 func Compile(in *intent.Intent, cat check.Catalog) (*Result, diag.List) {
+	prog, _ := policy.Compile(&in.Manifests, check.Services(in), cat.Severity)
+	return compile(in, cat, prog)
+}
+
+// compile is Compile with the policy program vet compiled (nil: none).
+func compile(in *intent.Intent, cat check.Catalog, prog *plan.Program) (*Result, diag.List) {
 	c := &compilation{in: in, c: in.Cluster, cat: cat, t: topology.New(in.Cluster)}
 	c.podCIDRs = usesPodCIDR(in.Cluster)
 	c.ipam = ipam.Assign(c.t, in.Inventory, in.Lock, c.podCIDRs)
@@ -55,8 +62,8 @@ func Compile(in *intent.Intent, cat check.Catalog) (*Result, diag.List) {
 	}
 	c.indexInventory()
 	c.remotes()
-	// The policy program; its findings are vet's (check.Vet).
-	if prog, _ := policy.Compile(&in.Manifests, check.Services(in), cat.Severity); len(prog.Tiers) > 0 {
+	// The policy program; its findings are vet's (check.VetProgram).
+	if prog != nil && len(prog.Tiers) > 0 {
 		relativeSources(prog, in.Dir)
 		c.program = prog
 	}

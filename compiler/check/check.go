@@ -17,6 +17,7 @@ import (
 
 	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/compiler/plan"
 	"github.com/hnsplan/hnsplan/compiler/policy"
 	"github.com/hnsplan/hnsplan/compiler/topology"
 	"github.com/hnsplan/hnsplan/policies"
@@ -204,11 +205,22 @@ func prefixes(ps []netip.Prefix) string {
 // loader's findings, applies cluster.constraints and sorts the result.
 // Without a cluster (the CUE did not load) only the loader's findings stay.
 func Vet(in *intent.Intent, loaded diag.List, cat Catalog) diag.List {
+	_, all := VetProgram(in, loaded, cat)
+	return all
+}
+
+// VetProgram is Vet that also returns the policy program it compiled, so
+// that the plan compiler (compiler.Run) uses it rather than compiling the
+// manifests a second time. The program is nil when a manifest did not
+// decode cleanly.
+func VetProgram(in *intent.Intent, loaded diag.List, cat Catalog) (*plan.Program, diag.List) {
 	all := slices.Clone(loaded)
+	var prog *plan.Program
 	// The policy rules (policy-*) are the policy compiler's; it needs
 	// manifests that decoded cleanly.
 	if in != nil && !slices.ContainsFunc(loaded, func(f diag.Finding) bool { return f.Rule == "manifest" && f.Severity == diag.Error }) {
-		prog, pf := policy.Compile(&in.Manifests, Services(in), cat.Severity)
+		var pf diag.List
+		prog, pf = policy.Compile(&in.Manifests, Services(in), cat.Severity)
 		all = append(all, pf...)
 		ctx := policy.Context{World: policy.World(in, nil)}
 		if in.Cluster != nil {
@@ -224,5 +236,5 @@ func Vet(in *intent.Intent, loaded diag.List, cat Catalog) diag.List {
 		all = Override(all, in.Cluster, cat)
 	}
 	all.Sort()
-	return all
+	return prog, all
 }
