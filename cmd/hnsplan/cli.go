@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/check"
 	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
@@ -146,18 +147,14 @@ each with the file:line:col of its cause. It exits 1 if any finding is an error.
 			if err != nil {
 				return fmt.Errorf("--severity: %v", err)
 			}
-			in, findings, err := intent.Load(args[0], intent.Options{Inventory: inventory})
-			var pe *intent.PathError
-			if errors.As(err, &pe) {
-				return &exitError{code: exitUsage, err: err}
-			} else if err != nil {
-				return &exitError{code: exitInvalid, err: err}
-			}
-			cat, err := catalog()
+			in, loaded, cat, err := load(args[0], inventory)
 			if err != nil {
-				return &exitError{code: exitInvalid, err: err}
+				return err
 			}
-			return report(cmd, g, args[0], in, check.Vet(in, findings, cat), min)
+			// The compile runs too, so that vet reports what compile
+			// would (a block no pool has, an ACL list over budget).
+			_, findings := compiler.Run(in, loaded, cat, compiler.Options{})
+			return report(cmd, g, args[0], in, findings, min)
 		},
 	}
 	cmd.Flags().StringArrayVar(&inventory, "inventory", nil, "live-state file (kubectl get ... -o yaml); repeatable")
@@ -170,12 +167,7 @@ each with the file:line:col of its cause. It exits 1 if any finding is an error.
 // all, and returns the exit status.
 func report(cmd *cobra.Command, g *globalFlags, dir string, in *intent.Intent, findings diag.List, min diag.Severity) error {
 	out := cmd.OutOrStdout()
-	var shown diag.List
-	for _, f := range findings {
-		if f.Severity >= min {
-			shown = append(shown, f)
-		}
-	}
+	shown := atLeast(findings, min)
 	var err error
 	if g.output == "json" {
 		err = shown.WriteJSON(out)

@@ -18,47 +18,58 @@ import (
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
-// compiled is an intent taken through load, vet and compile.
+// compiled is an intent taken through compiler.Run.
 type compiled struct {
 	in       *intent.Intent
 	result   *compiler.Result
 	findings diag.List
 }
 
-// compileDir loads, vets and compiles dir. It returns an *exitError for a
-// usage error; findings with errors are the caller's to report.
-func compileDir(dir string, inventory []string, updateLock bool) (*compiled, error) {
+// load reads the intent in dir with its inventory, and the rule catalog.
+// It returns an *exitError: a path that cannot be read is a usage error.
+func load(dir string, inventory []string) (*intent.Intent, diag.List, check.Catalog, error) {
 	in, findings, err := intent.Load(dir, intent.Options{Inventory: inventory})
 	var pe *intent.PathError
 	if errors.As(err, &pe) {
-		return nil, &exitError{code: exitUsage, err: err}
+		return nil, nil, nil, &exitError{code: exitUsage, err: err}
 	} else if err != nil {
-		return nil, &exitError{code: exitInvalid, err: err}
+		return nil, nil, nil, &exitError{code: exitInvalid, err: err}
 	}
 	cat, err := catalog()
 	if err != nil {
-		return nil, &exitError{code: exitInvalid, err: err}
+		return nil, nil, nil, &exitError{code: exitInvalid, err: err}
 	}
-	findings = check.Vet(in, findings, cat)
-	if updateLock {
-		findings = compiler.ForUpdateLock(findings)
-	}
-	c := &compiled{in: in, findings: findings}
-	if findings.HasErrors() || in.Cluster == nil {
-		return c, nil
-	}
-	res, more := compiler.Compile(in, cat)
-	c.result = res
-	c.findings = check.Vet(nil, append(findings, check.Override(more, in.Cluster, cat)...), cat)
-	return c, nil
+	return in, findings, cat, nil
 }
 
-// notable drops info findings: compile and plan show what needs
-// attention; `hnsplan vet` lists everything.
-func notable(l diag.List) diag.List {
+// compileDir loads dir and takes it through compiler.Run, the path `vet`
+// takes too. It prints what needs attention, the errors and warnings, to
+// stderr (infos are vet's to list). If any finding is an error it prints
+// the summary line as vet does — "NAME: invalid: 1 error, 2 warnings" —
+// and returns exit 1, so every command that compiles fails in the same
+// words and never with a result. name is how dir is called in that line.
+func compileDir(cmd *cobra.Command, g *globalFlags, dir, name string, inventory []string, updateLock bool) (*compiled, error) {
+	in, loaded, cat, err := load(dir, inventory)
+	if err != nil {
+		return nil, err
+	}
+	res, findings := compiler.Run(in, loaded, cat, compiler.Options{UpdateLock: updateLock})
+	errOut := cmd.ErrOrStderr()
+	if err := atLeast(findings, diag.Warning).WriteText(errOut, g.useColor(errOut)); err != nil {
+		return nil, &exitError{code: exitInvalid, err: err}
+	}
+	if findings.HasErrors() || res == nil {
+		fmt.Fprintln(errOut, summary(name, in, findings))
+		return nil, &exitError{code: exitInvalid}
+	}
+	return &compiled{in: in, result: res, findings: findings}, nil
+}
+
+// atLeast returns the findings of severity min or above.
+func atLeast(l diag.List, min diag.Severity) diag.List {
 	var out diag.List
 	for _, f := range l {
-		if f.Severity >= diag.Warning {
+		if f.Severity >= min {
 			out = append(out, f)
 		}
 	}
@@ -86,17 +97,9 @@ Blocks the compiler allocates are pinned by hnsplan.lock.json beside the intent;
 			if outDir == "" {
 				return errors.New("compile needs -o OUTDIR, the directory to write the plans into")
 			}
-			c, err := compileDir(args[0], inventory, updateLock)
+			c, err := compileDir(cmd, g, args[0], args[0], inventory, updateLock)
 			if err != nil {
 				return err
-			}
-			errOut := cmd.ErrOrStderr()
-			if err := notable(c.findings).WriteText(errOut, g.useColor(errOut)); err != nil {
-				return &exitError{code: exitInvalid, err: err}
-			}
-			if c.findings.HasErrors() || c.result == nil {
-				fmt.Fprintf(errOut, "%s: invalid: %s; no plan written\n", args[0], c.findings.Summary())
-				return &exitError{code: exitInvalid}
 			}
 			stale, err := compiler.StalePlans(outDir, c.result.Plans)
 			if err != nil {
@@ -175,17 +178,9 @@ Findings go to stderr.`,
 			if err := g.checkOutput(cmd, "text", "json", "yaml"); err != nil {
 				return err
 			}
-			c, err := compileDir(args[0], inventory, false)
+			c, err := compileDir(cmd, g, args[0], args[0], inventory, false)
 			if err != nil {
 				return err
-			}
-			errOut := cmd.ErrOrStderr()
-			if err := notable(c.findings).WriteText(errOut, g.useColor(errOut)); err != nil {
-				return &exitError{code: exitInvalid, err: err}
-			}
-			if c.findings.HasErrors() || c.result == nil {
-				fmt.Fprintf(errOut, "%s: invalid: %s\n", args[0], c.findings.Summary())
-				return &exitError{code: exitInvalid}
 			}
 			plans := c.result.Plans
 			if node != "" {

@@ -149,14 +149,9 @@ func sidePlans(cmd *cobra.Command, g *globalFlags, dir, name string, inventory [
 		}
 		return plans, nil
 	}
-	c, err := compileDir(dir, inventory, false)
+	c, err := compileDir(cmd, g, dir, name, inventory, false)
 	if err != nil {
 		return nil, err
-	}
-	errOut := cmd.ErrOrStderr()
-	if c.findings.HasErrors() || c.result == nil {
-		_ = notable(c.findings).WriteText(errOut, g.useColor(errOut))
-		return nil, &exitError{code: exitInvalid, err: fmt.Errorf("%s: invalid: %s", name, c.findings.Summary())}
 	}
 	return c.result.Plans, nil
 }

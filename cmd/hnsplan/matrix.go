@@ -30,17 +30,9 @@ func endpoints(cmd *cobra.Command, g *globalFlags, dir string, inventory []strin
 	if len(inventory) == 0 {
 		return nil, nil, nil, nil, errors.New("needs --inventory: the pods, their labels and addresses")
 	}
-	c, err := compileDir(dir, inventory, false)
+	c, err := compileDir(cmd, g, dir, dir, inventory, false)
 	if err != nil {
 		return nil, nil, nil, nil, err
-	}
-	errOut := cmd.ErrOrStderr()
-	if err := notable(c.findings).WriteText(errOut, g.useColor(errOut)); err != nil {
-		return nil, nil, nil, nil, &exitError{code: exitInvalid, err: err}
-	}
-	if c.findings.HasErrors() || c.result == nil {
-		fmt.Fprintf(errOut, "%s: invalid: %s\n", dir, c.findings.Summary())
-		return nil, nil, nil, nil, &exitError{code: exitInvalid}
 	}
 	var prog *plan.Program
 	if len(c.result.Plans) > 0 {

@@ -125,17 +125,9 @@ func publishFiles(cmd *cobra.Command, g *globalFlags, dir string, inventory []st
 		}
 		return files, err
 	}
-	c, err := compileDir(dir, inventory, false)
+	c, err := compileDir(cmd, g, dir, dir, inventory, false)
 	if err != nil {
 		return nil, err
-	}
-	errOut := cmd.ErrOrStderr()
-	if err := notable(c.findings).WriteText(errOut, g.useColor(errOut)); err != nil {
-		return nil, &exitError{code: exitInvalid, err: err}
-	}
-	if c.findings.HasErrors() || c.result == nil {
-		fmt.Fprintf(errOut, "%s: invalid: %s; nothing published\n", dir, c.findings.Summary())
-		return nil, &exitError{code: exitInvalid}
 	}
 	files, err := compiler.EncodePlans(c.result.Plans)
 	if err != nil {
