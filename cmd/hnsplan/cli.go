@@ -143,6 +143,11 @@ each with the file:line:col of its cause. It exits 1 if any finding is an error.
 			if err := g.checkOutput(cmd, "text", "json"); err != nil {
 				return err
 			}
+			if minSeverity == "" {
+				// Text has a summary line that counts what it does not
+				// list; JSON has none, so it lists everything.
+				minSeverity = map[string]string{"text": "warning", "json": "info"}[g.output]
+			}
 			min, err := diag.ParseSeverity(minSeverity)
 			if err != nil {
 				return fmt.Errorf("--severity: %v", err)
@@ -158,7 +163,7 @@ each with the file:line:col of its cause. It exits 1 if any finding is an error.
 		},
 	}
 	cmd.Flags().StringArrayVar(&inventory, "inventory", nil, "live-state file (kubectl get ... -o yaml); repeatable")
-	cmd.Flags().StringVar(&minSeverity, "severity", "info", "list findings of at least this severity: error, warning or info (the summary counts all)")
+	cmd.Flags().StringVar(&minSeverity, "severity", "", "list findings of at least this severity: error, warning or info (default warning for text, whose summary line counts all; info for json)")
 	g.outputFlag(cmd, "text", "json")
 	return cmd
 }
