@@ -8,9 +8,17 @@ BENCHCOUNT ?= 6
 
 all: build
 
+# The version and commit come from git (`hnsplan version`, `--version`);
+# outside a git checkout they stay empty and the binaries fall back to what
+# the Go toolchain recorded.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X github.com/hnsplan/hnsplan/internal/buildinfo.version=$(VERSION) \
+           -X github.com/hnsplan/hnsplan/internal/buildinfo.commit=$(COMMIT)
+
 build:
-	$(GO) build -o $(BIN)/hnsplan ./cmd/hnsplan
-	$(GO) build -o $(BIN)/hnsplan-agent ./cmd/hnsplan-agent
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/hnsplan ./cmd/hnsplan
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/hnsplan-agent ./cmd/hnsplan-agent
 
 # Every test: unit, golden CLI scripts (testdata/script), examples, dependency rules.
 test:

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"runtime"
-	"runtime/debug"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -17,6 +15,7 @@ import (
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/internal/buildinfo"
 )
 
 const (
@@ -25,8 +24,6 @@ const (
 	exitUsage   = 3
 	maxAttempts = 3
 )
-
-var version = ""
 
 type exitError struct {
 	code int
@@ -46,6 +43,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(args)
+	root.Version = buildinfo.Get().Line("hnsplan-agent") // --version
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.AddCommand(newApplyCmd(), newRunCmd(), newStatusCmd(), newReplaceCmd(), newInstallCmd(), newUninstallCmd(), newVersionCmd())
 	err := root.Execute()
 	if err == nil {
@@ -308,17 +307,10 @@ func hostName() string {
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version of hnsplan-agent",
+		Short: "Print the version and commit of hnsplan-agent",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			v := version
-			if v == "" {
-				v = "(devel)"
-				if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-					v = bi.Main.Version
-				}
-			}
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "hnsplan-agent %s (%s, %s/%s)\n", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), buildinfo.Get().Line("hnsplan-agent"))
 			return err
 		},
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -18,6 +16,7 @@ import (
 	"github.com/hnsplan/hnsplan/compiler/check"
 	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/internal/buildinfo"
 	"github.com/hnsplan/hnsplan/policies"
 	"github.com/hnsplan/hnsplan/schema"
 )
@@ -29,9 +28,6 @@ const (
 	exitChanges = 2
 	exitUsage   = 3
 )
-
-// version is set at link time (-ldflags "-X main.version=v1.2.3").
-var version = ""
 
 // exitError ends a command with a code; its message, if any, has been
 // printed already or is printed by run.
@@ -87,6 +83,8 @@ Exit codes: 0 success, 1 invalid input or failure, 2 changes found
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
+	root.Version = buildinfo.Get().Line("hnsplan") // --version
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.color, "color", "auto", "colour the text output: auto, always or never")
 	root.AddCommand(newVetCmd(g), newCompileCmd(g), newPlanCmd(g), newDiffCmd(g), newMatrixCmd(g), newExplainCmd(g), newRulesCmd(g), newSchemaCmd(), newPublishCmd(g), newVersionCmd())
 	return root
@@ -287,45 +285,11 @@ importing it is optional.`,
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version of hnsplan",
+		Short: "Print the version and commit of hnsplan",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "hnsplan %s (%s, %s/%s)\n", buildVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), buildinfo.Get().Line("hnsplan"))
 			return err
 		},
 	}
-}
-
-// buildVersion is the link-time version, else the module version, else the
-// VCS revision the binary was built from.
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown)"
-	}
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	rev, dirty := "", false
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	if rev == "" {
-		return "(devel)"
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	if dirty {
-		rev += "-dirty"
-	}
-	return "(devel " + rev + ")"
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/internal/buildinfo"
 )
 
 // The ConfigMap contract between `hnsplan publish` and the agent's
@@ -215,7 +216,7 @@ func kubeClient(kubeconfig, context string) (kubernetes.Interface, string, error
 		return nil, "", fmt.Errorf("kubeconfig: %v", err)
 	}
 	cfg.Timeout = publishTimeout
-	cfg.UserAgent = "hnsplan/" + buildVersion()
+	cfg.UserAgent = "hnsplan/" + buildinfo.Get().Version
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, cfg.Host, fmt.Errorf("kubeconfig: %v", err)
