@@ -74,7 +74,14 @@ func Decode(data []byte, node string) (*NodePlan, error) {
 	fail := func(err error) (*NodePlan, error) { return nil, &DecodeError{Node: node, Err: err} }
 	var p NodePlan
 	if err := json.Unmarshal(data, &p); err != nil {
-		return fail(fmt.Errorf("not valid JSON (truncated?): %w", err))
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fail(fmt.Errorf("not valid JSON (truncated?): %w", err))
+		}
+		// Well-formed JSON with a value of the wrong type or form (an
+		// address that does not parse, a port over 65535): the content
+		// is wrong, not cut short.
+		return fail(fmt.Errorf("%w: %w", ErrInvalid, err))
 	}
 	if p.Kind != Kind {
 		return fail(fmt.Errorf("%w: kind is %q", ErrNotANodePlan, p.Kind))

@@ -79,6 +79,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"not a plan", bytes.Replace(good, []byte(`"kind": "NodePlan"`), []byte(`"kind": "ConfigMap"`), 1), "", ErrNotANodePlan},
 		{"no digest", bytes.Replace(good, []byte(`"digest": "sha256:`), []byte(`"digest": "`+"\x00"), 1), "", nil},
 		{"truncated", good[:len(good)/2], "", nil},
+		{"bad prefix", bytes.Replace(good, []byte(`"192.168.0.64/26"`), []byte(`"192.168.0.64/33"`), 1), "", ErrInvalid},
+		{"port over 16 bits", bytes.Replace(good, []byte(`"Port": 4789`), []byte(`"Port": 70000`), 1), "", ErrInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -89,6 +91,11 @@ func TestDecodeRejects(t *testing.T) {
 			}
 			if tt.want != nil && !errors.Is(err, tt.want) {
 				t.Errorf("Decode = %v, want %v", err, tt.want)
+			}
+			// Only a plan that is not JSON (the NUL byte makes it so) is said
+			// to be cut short.
+			if truncated := strings.Contains(err.Error(), "truncated"); truncated != (tt.name == "truncated" || tt.name == "no digest") {
+				t.Errorf("Decode = %v: says truncated %v", err, truncated)
 			}
 		})
 	}

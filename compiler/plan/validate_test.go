@@ -1,0 +1,151 @@
+package plan
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func allowAll(prio uint16) Policy {
+	return NewPolicy(ACL{Id: "evil", Protocols: "256", Action: "Allow", Direction: "In", RuleType: "Switch", Priority: prio})
+}
+
+func podEndpoint(addr string, policies ...Policy) Endpoint {
+	return Endpoint{Pod: "default/web", IpConfigurations: []IpConfig{{IpAddress: netip.MustParseAddr(addr), PrefixLength: 26}}, Policies: policies}
+}
+
+// TestValidate: the sample plan is valid; each mutation, among them the
+// hostile plans of issue 13 (an allow-all ACL at priority 1, a default
+// route, a route over the node's own block, VNI 0, type Transparent), is
+// refused with the JSON path of what is wrong and why.
+func TestValidate(t *testing.T) {
+	if err := Validate(samplePlan()); err != nil {
+		t.Fatalf("the sample plan: %v", err)
+	}
+	route := func(p *NodePlan, dst string) {
+		p.RemoteSubnetRoutes = append(p.RemoteSubnetRoutes, RemoteSubnetRoute{DestinationPrefix: netip.MustParsePrefix(dst), IsolationId: 4096,
+			ProviderAddress: netip.MustParseAddr("10.0.0.9"), Node: "evil"})
+	}
+	vsid := func(p *NodePlan, id uint32) {
+		p.Network.Ipams[0].Subnets[0].Policies = []Policy{NewPolicy(VSID{IsolationId: id})}
+	}
+	tests := []struct {
+		name   string
+		mutate func(*NodePlan)
+		want   string // path: message fragment
+	}{
+		{"type Transparent", func(p *NodePlan) { p.Network.Type = "Transparent" },
+			`network.Type: "Transparent" is not a network type the agent programs`},
+		{"VNI 0", func(p *NodePlan) { vsid(p, 0) },
+			"network.Ipams[0].Subnets[0].Policies[0].Settings.IsolationId: 0: an Overlay network's VNI must be at least 4096"},
+		{"VNI below 4096", func(p *NodePlan) { vsid(p, 4095) }, "IsolationId: 4095: an Overlay network's VNI must be at least 4096"},
+		{"VNI over 24 bits", func(p *NodePlan) { vsid(p, 1<<24) }, "IsolationId: 16777216 is more than 24 bits"},
+		{"overlay subnet without VSID", func(p *NodePlan) { p.Network.Ipams[0].Subnets[0].Policies = nil },
+			"network.Ipams[0].Subnets[0].Policies: an Overlay subnet needs a VSID policy"},
+		{"no subnet", func(p *NodePlan) { p.Network.Ipams = nil }, "network.Ipams: no subnet"},
+		{"subnet with host bits", func(p *NodePlan) {
+			p.Network.Ipams[0].Subnets[0].IpAddressPrefix = netip.MustParsePrefix("192.168.0.7/26")
+		},
+			"IpAddressPrefix: 192.168.0.7/26 has host bits set"},
+		{"VXLAN port 0", func(p *NodePlan) { p.Network.Policies[0] = NewPolicy(VxlanPort{}) }, "network.Policies[0].Settings.Port: 0 is not a UDP port"},
+		{"VXLAN port on L2Bridge", func(p *NodePlan) {
+			p.Network.Type = "L2Bridge"
+			p.RemoteSubnetRoutes = nil
+		}, "network.Policies[0]: a VxlanPort policy on a network of type \"L2Bridge\""},
+		{"empty network name", func(p *NodePlan) { p.Network.Name = "" }, "network.Name: empty"},
+		{"network name with a slash", func(p *NodePlan) { p.Network.Name = "a/b" }, `network.Name: "a/b": must start with a letter or digit`},
+		{"host endpoint outside the subnet", func(p *NodePlan) { p.HostEndpoint.IpConfigurations[0].IpAddress = netip.MustParseAddr("10.1.0.2") },
+			"hostEndpoint.IpConfigurations[0].IpAddress: 10.1.0.2 is outside the network's subnets [192.168.0.0/26]"},
+		{"host endpoint with another length", func(p *NodePlan) { p.HostEndpoint.IpConfigurations[0].PrefixLength = 24 },
+			"hostEndpoint.IpConfigurations[0].PrefixLength: 24, but the subnet 192.168.0.0/26 is a /26"},
+		{"host endpoint without address", func(p *NodePlan) { p.HostEndpoint.IpConfigurations = nil }, "hostEndpoint.IpConfigurations: no address"},
+		{"host endpoint without name", func(p *NodePlan) { p.HostEndpoint.Name = "" }, "hostEndpoint.Name: empty"},
+		{"default route", func(p *NodePlan) { route(p, "0.0.0.0/0") }, "remoteSubnetRoutes[1].DestinationPrefix: 0.0.0.0/0 is a default route"},
+		{"IPv6 default route", func(p *NodePlan) { route(p, "::/0") }, "remoteSubnetRoutes[1].DestinationPrefix: ::/0 is a default route"},
+		{"route over the node's own block", func(p *NodePlan) { route(p, "192.168.0.0/26") },
+			"remoteSubnetRoutes[1].DestinationPrefix: 192.168.0.0/26 overlaps the node's own block 192.168.0.0/26"},
+		{"route covering the node's block", func(p *NodePlan) { route(p, "192.168.0.0/16") }, "192.168.0.0/16 overlaps the node's own block"},
+		{"host route over the node's block", func(p *NodePlan) {
+			p.HostRoutes = []HostRoute{{DestinationPrefix: netip.MustParsePrefix("192.168.0.32/27"), NextHop: netip.MustParseAddr("10.0.0.9"), Node: "x"}}
+		}, "hostRoutes[0].DestinationPrefix: 192.168.0.32/27 overlaps the node's own block"},
+		{"route twice", func(p *NodePlan) { route(p, "192.168.0.64/26") }, "remoteSubnetRoutes[1].DestinationPrefix: 192.168.0.64/26 is routed twice"},
+		{"route VNI 0", func(p *NodePlan) { p.RemoteSubnetRoutes[0].IsolationId = 0 }, "remoteSubnetRoutes[0].IsolationId: 0: an Overlay network's VNI"},
+		{"route bad MAC", func(p *NodePlan) { p.RemoteSubnetRoutes[0].DistributedRouterMacAddress = "zz" }, `remoteSubnetRoutes[0].DistributedRouterMacAddress: "zz" is not a MAC address`},
+		{"allow-all ACL at priority 1", func(p *NodePlan) { p.Endpoints = []Endpoint{podEndpoint("192.168.0.10", allowAll(1))} },
+			"endpoints[0].Policies[0].Settings.Priority: 1: a Switch ACL's priority must be between 900 and 65000"},
+		{"ACL protocol 300", func(p *NodePlan) {
+			a := allowAll(1000)
+			a.Settings = ACL{Protocols: "300", Action: "Allow", Direction: "In", RuleType: "Switch", Priority: 1000}
+			p.Endpoints = []Endpoint{podEndpoint("192.168.0.10", a)}
+		}, `endpoints[0].Policies[0].Settings.Protocols: "300": want 256 (any) or protocol numbers 0..255`},
+		{"ACL action", func(p *NodePlan) {
+			p.Endpoints = []Endpoint{podEndpoint("192.168.0.10", NewPolicy(ACL{Protocols: "6", Action: "Maybe", Direction: "In", RuleType: "Switch", Priority: 1000}))}
+		}, `endpoints[0].Policies[0].Settings.Action: "Maybe": want Allow or Block`},
+		{"ACL port range backwards", func(p *NodePlan) {
+			p.Endpoints = []Endpoint{podEndpoint("192.168.0.10", NewPolicy(ACL{Protocols: "6", Action: "Allow", Direction: "In", RuleType: "Switch", Priority: 1000, LocalPorts: "80,90-85"}))}
+		}, `endpoints[0].Policies[0].Settings.LocalPorts: "90-85" is not a port`},
+		{"ACL bad address", func(p *NodePlan) {
+			p.Endpoints = []Endpoint{podEndpoint("192.168.0.10", NewPolicy(ACL{Protocols: "6", Action: "Allow", Direction: "In", RuleType: "Switch", Priority: 1000, RemoteAddresses: "10.0.0.0/8,x\x1b[31m"}))}
+		}, `endpoints[0].Policies[0].Settings.RemoteAddresses: "x\x1b[31m" is neither an address nor a prefix`},
+		{"Host ACL above 0", func(p *NodePlan) {
+			p.Endpoints = []Endpoint{podEndpoint("192.168.0.10", NewPolicy(ACL{Protocols: "256", Action: "Allow", Direction: "In", RuleType: "Host", Priority: 5}))}
+		}, "endpoints[0].Policies[0].Settings.Priority: 5: a Host ACL (the host path) has priority 0"},
+		{"two ACLs at one priority", func(p *NodePlan) {
+			p.Endpoints = []Endpoint{podEndpoint("192.168.0.10", allowAll(1000), NewPolicy(ACL{Protocols: "6", Action: "Block", Direction: "In", RuleType: "Switch", Priority: 1000}))}
+		}, "endpoints[0].Policies[1].Settings.Priority: 1000 is also the priority of endpoints[0].Policies[0]"},
+		{"pod endpoint outside the subnet", func(p *NodePlan) { p.Endpoints = []Endpoint{podEndpoint("10.9.9.9")} },
+			"endpoints[0].IpConfigurations[0].IpAddress: 10.9.9.9 is outside the network's subnets [192.168.0.0/26]"},
+		{"two pod endpoints on one address", func(p *NodePlan) { p.Endpoints = []Endpoint{podEndpoint("192.168.0.10"), podEndpoint("192.168.0.10")} },
+			"endpoints[1].IpConfigurations[0].IpAddress: 192.168.0.10 is also the address of endpoints[0]"},
+		{"too many routes", func(p *NodePlan) {
+			p.RemoteSubnetRoutes = make([]RemoteSubnetRoute, MaxRoutes+1)
+		}, "remoteSubnetRoutes: 65537 entries, more than the 65536 a plan may hold"},
+		{"too many endpoints", func(p *NodePlan) { p.Endpoints = make([]Endpoint, MaxEndpoints+1) }, "endpoints: 4097 entries"},
+		{"long node name in a route", func(p *NodePlan) { p.RemoteSubnetRoutes[0].Node = strings.Repeat("a", MaxNameLen+1) },
+			"remoteSubnetRoutes[0].Node: 257 bytes long, more than 256"},
+		{"replacement", func(p *NodePlan) { p.Replacement = "yolo" }, `replacement: "yolo": want "drain" or "manual"`},
+		{"program: bad tier action", func(p *NodePlan) { p.Program = &Program{Tiers: []Tier{{Name: "t", DefaultAction: "Allow"}}} },
+			`program.tiers[0].defaultAction: "Allow": want Deny or Pass`},
+		{"program: rule protocol", func(p *NodePlan) {
+			p.Program = &Program{Tiers: []Tier{{Name: "t", DefaultAction: "Deny", Policies: []NetworkPolicy{{ID: "knp.a.b", Selector: "all()",
+				IngressRules: []PolicyRule{{ID: "r", Action: "Allow", Protocol: 999}}}}}}}
+		}, "program.tiers[0].policies[0].ingressRules[0].protocol: 999 is not a protocol number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := samplePlan()
+			tt.mutate(p)
+			err := Validate(p)
+			if err == nil {
+				t.Fatalf("Validate accepted it; want %q", tt.want)
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) || !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %T %v is not a *ValidationError wrapping ErrInvalid", err, err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error:\n  %v\nwant it to say:\n  %s", err, tt.want)
+			}
+			if len(ve.Problems) > maxProblems {
+				t.Errorf("%d problems listed, at most %d", len(ve.Problems), maxProblems)
+			}
+		})
+	}
+}
+
+// TestValidateBoundsProblems: a plan wrong everywhere gets a short error.
+func TestValidateBoundsProblems(t *testing.T) {
+	p := samplePlan()
+	for range 50 {
+		p.Endpoints = append(p.Endpoints, podEndpoint("10.9.9.9"))
+	}
+	err := Validate(p)
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Problems) != maxProblems || ve.Omitted < 40 {
+		t.Fatalf("want %d problems and the rest counted, got %v", maxProblems, err)
+	}
+	if !strings.HasSuffix(err.Error(), "more") {
+		t.Errorf("error does not say more were omitted: %v", err)
+	}
+}
