@@ -76,6 +76,9 @@ func cmScenario(t *testing.T, node string) []cmStep {
 	b, db := encode(t, node, 2)
 	foreign, _ := encode(t, node+"-other", 1)
 	edited := bytes.Replace(b, []byte("192.168.2.0/26"), []byte("192.168.3.0/26"), 1)
+	hostile := invalid(t, node, func(p *plan.NodePlan) {
+		p.Network.Ipams[0].Subnets[0].Policies = []plan.Policy{plan.NewPolicy(plan.VSID{})}
+	})
 	src := "planwatch: configmap " + planwatch.ConfigMapNamespace + "/" + planwatch.ConfigMapName(node) + ": "
 	put := func(data []byte) func(context.Context, *testing.T, *cmClient) {
 		return func(ctx context.Context, t *testing.T, c *cmClient) {
@@ -88,6 +91,8 @@ func cmScenario(t *testing.T, node string) []cmStep {
 		{"updated", put(b), &want{digest: db, raw: b}},
 		{"edited", put(edited), &want{err: plan.ErrDigest, msg: src + "digest does not match the content", raw: edited}},
 		{"good again", put(b), &want{digest: db}},
+		{"verified but invalid", put(hostile), &want{err: plan.ErrInvalid, msg: src + "the plan's content is invalid: network.Ipams[0].Subnets[0].Policies[0].Settings.IsolationId: 0: an Overlay network's VNI must be at least 4096", raw: hostile}},
+		{"good after invalid", put(b), &want{digest: db}},
 		{"labels only", func(ctx context.Context, t *testing.T, c *cmClient) {
 			c.set(ctx, t, c.node, map[string]string{planwatch.ConfigMapKey: string(b)}, map[string]string{"touched": "yes"})
 		}, nil},

@@ -3,6 +3,7 @@ package planwatch_test
 import (
 	"bytes"
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,6 +92,12 @@ func TestFileRejects(t *testing.T) {
 		{"edited", bytes.Replace(good, []byte("192.168.1.0/26"), []byte("192.168.9.0/26"), 1), plan.ErrDigest, "digest does not match the content"},
 		{"major 2", bytes.Replace(good, []byte(`"formatVersion": "1.0"`), []byte(`"formatVersion": "2.0"`), 1), plan.ErrMajorVersion, `unsupported formatVersion "2.0"`},
 		{"not a plan", []byte(`{"kind": "ConfigMap"}`), plan.ErrNotANodePlan, "not a NodePlan"},
+		// Verified, but hostile: validated before it is delivered.
+		{"transparent", invalid(t, "win-1", func(p *plan.NodePlan) { p.Network.Type = "Transparent" }), plan.ErrInvalid,
+			`the plan's content is invalid: network.Type: "Transparent" is not a network type the agent programs (Overlay or L2Bridge): hnsplan compile never writes such a plan`},
+		{"default route", invalid(t, "win-1", func(p *plan.NodePlan) {
+			p.RemoteSubnetRoutes = []plan.RemoteSubnetRoute{{DestinationPrefix: netip.MustParsePrefix("0.0.0.0/0"), IsolationId: 4096, ProviderAddress: netip.MustParseAddr("10.0.0.9"), Node: "evil"}}
+		}), plan.ErrInvalid, "the plan's content is invalid: remoteSubnetRoutes[0].DestinationPrefix: 0.0.0.0/0 is a default route"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,13 +26,32 @@ func encode(t testing.TB, node string, gen int) (data []byte, digest string) {
 		FormatVersion: plan.FormatVersion + ".0", Kind: plan.Kind, Node: node,
 		Cluster: "demo", Networking: "calico-vxlan",
 		Network: plan.Network{Name: "Calico", Type: "Overlay", Immutable: []string{"Name", "Type"},
-			Ipams: []plan.Ipam{{Type: "Static", Subnets: []plan.Subnet{{IpAddressPrefix: block}}}}},
+			Ipams: []plan.Ipam{{Type: "Static", Subnets: []plan.Subnet{{IpAddressPrefix: block,
+				Policies: []plan.Policy{plan.NewPolicy(plan.VSID{IsolationId: 4096})}}}}}},
+		HostEndpoint: plan.Endpoint{Name: "Calico_ep", IpConfigurations: []plan.IpConfig{{IpAddress: block.Addr().Next().Next(), PrefixLength: 26}}},
+		PodEndpoint:  plan.PodEndpointTemplate{Gateway: block.Addr().Next()},
 	}
 	data, err := plan.Encode(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return data, p.Digest
+}
+
+// invalid returns a plan file for node that verifies (its digest holds)
+// but that mutate has made invalid in meaning.
+func invalid(t testing.TB, node string, mutate func(*plan.NodePlan)) []byte {
+	t.Helper()
+	data, _ := encode(t, node, 1)
+	p, err := plan.Decode(data, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mutate(p)
+	if data, err = plan.Encode(p); err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // start runs src until the test ends and returns its updates. The

@@ -3,7 +3,7 @@
 // informer on hnsplan-system/plan-<node>).
 //
 // A source reads whatever is published, verifies it with plan.Decode for
-// this node and delivers an Update: a verified plan, or a rejection that
+// this node, checks its meaning with plan.Validate, and delivers an Update: a verified plan, or a rejection that
 // says what is wrong and where. Sources are level-based, like a
 // controller: an Update describes what is published now, not what
 // happened, so a missed event costs nothing but latency, and the periodic
@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
@@ -27,7 +28,8 @@ import (
 // last good plan in force: a rejection never means "remove everything".
 type Update struct {
 	// Plan is the verified plan: plan.Decode accepted it for this node
-	// (format major, node name and digest). Nil on a rejection.
+	// (format major, node name and digest) and plan.Validate its
+	// meaning. Nil on a rejection.
 	Plan *plan.NodePlan
 	// Raw is the bytes as read, for a plan or a rejection; nil when there
 	// was nothing to read (file absent, ConfigMap deleted). The caller
@@ -38,7 +40,8 @@ type Update struct {
 	Source string
 	// Err is a *Error saying why nothing was delivered: errors.Is(Err,
 	// ErrAbsent) when nothing is published, or a wrapped *plan.DecodeError
-	// (errors.Is(Err, plan.ErrDigest), ...) when what is published was
+	// (errors.Is(Err, plan.ErrDigest), ...) or *plan.ValidationError
+	// (errors.Is(Err, plan.ErrInvalid)) when what is published was
 	// rejected.
 	Err error
 }
@@ -96,9 +99,14 @@ type emitter struct {
 	existed bool   // the file or ConfigMap has been seen: its absence is a removal
 }
 
-// data verifies raw and sends the plan or the rejection.
+// data verifies raw, checks its meaning (plan.Validate: whoever wrote a
+// plan, the agent applies none that is hostile or nonsensical), and sends
+// the plan or the rejection.
 func (e *emitter) data(ctx context.Context, raw []byte) error {
 	p, err := plan.Decode(raw, e.node)
+	if err == nil {
+		err = plan.Validate(p)
+	}
 	if err != nil {
 		return e.reject(ctx, raw, err, e.decodeMsg(raw, err))
 	}
@@ -151,6 +159,10 @@ func (e *emitter) decodeMsg(raw []byte, err error) string {
 	if errors.As(err, &de) {
 		why = de.Err // its "plan for node X" prefix would repeat what Source says
 	}
+	var ve *plan.ValidationError
+	if errors.As(err, &ve) {
+		why = errors.New(strings.TrimPrefix(ve.Error(), "plan for node "+ve.Node+": "))
+	}
 	switch {
 	case errors.Is(err, plan.ErrForeignNode):
 		var head struct{ Node string }
@@ -162,6 +174,10 @@ func (e *emitter) decodeMsg(raw []byte, err error) string {
 		return fmt.Sprintf("%v: compile with an hnsplan that matches this agent, or upgrade the agent", why)
 	case errors.Is(err, plan.ErrNotANodePlan), errors.Is(err, plan.ErrMissingDigest):
 		return fmt.Sprintf("%v: publish a plan written by hnsplan compile", why)
+	case errors.Is(err, plan.ErrInvalid):
+		// hnsplan compile never writes such a plan: it was made or
+		// changed by something else.
+		return fmt.Sprintf("%v: hnsplan compile never writes such a plan; %s", why, fix)
 	}
 	// Not JSON: most often a plan caught half-written. A complete write
 	// (or an atomic rename) brings the next update.

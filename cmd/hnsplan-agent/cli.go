@@ -67,7 +67,8 @@ func newApplyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply --once --plan FILE [--dry-run] [--hns mem[:state.json]]",
 		Short: "Apply a plan file to HNS once: print the ops, apply them, print the result",
-		Long: `apply reads a plan file, verifies it (format, node, digest), compares it with what
+		Long: `apply reads a plan file, verifies it (format, node, digest) and its meaning
+(plan.Validate: network type, VNI, routes, ACLs, sizes), compares it with what
 HNS holds, and prints one line per op (+ create, ~ update, - delete, -/+ replace) with its
 reason. Unless --dry-run, it applies them — retrying transient HNS errors — and prints the
 resulting state. A second run with nothing changed makes no call that mutates HNS.
@@ -91,6 +92,9 @@ plan's pod endpoints as the CNI would, so that their ACLs can be applied.`,
 				node = hostName()
 			}
 			p, err := plan.Decode(data, node)
+			if err == nil {
+				err = plan.Validate(p) // whoever wrote it: no hostile plan is applied
+			}
 			if err != nil {
 				return &exitError{code: exitFailed, err: fmt.Errorf("%v; the last good plan stays applied (pass --node if this host's name is not the plan's)", err)}
 			}

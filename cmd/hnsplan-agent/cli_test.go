@@ -33,6 +33,7 @@ func samplePlan() *plan.NodePlan {
 			Flags: plan.FlagRemoteEndpoint, Policies: []plan.Policy{plan.NewPolicy(plan.ProviderAddress{ProviderAddress: netip.MustParseAddr("10.240.0.21")})}},
 		RemoteSubnetRoutes: []plan.RemoteSubnetRoute{{DestinationPrefix: netip.MustParsePrefix("192.168.0.64/26"), IsolationId: 4096,
 			ProviderAddress: netip.MustParseAddr("10.240.0.22"), Node: "win-2", DistributedRouterMacAddress: "00-15-5D-7A-00-22"}},
+		PodEndpoint: plan.PodEndpointTemplate{Gateway: netip.MustParseAddr("192.168.0.1")},
 	}
 }
 
@@ -63,6 +64,13 @@ func TestApplyErrors(t *testing.T) {
 	tampered := write("tampered.json", strings.Replace(string(data), "192.168.0.64/26", "192.168.0.128/26", 1))
 	truncated := write("truncated.json", string(data[:len(data)/2]))
 	corruptState := write("corrupt-state.json", "{")
+	hostile := samplePlan()
+	hostile.RemoteSubnetRoutes[0].DestinationPrefix = netip.MustParsePrefix("192.168.0.0/24") // over the node's own block
+	hb, err := plan.Encode(hostile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	invalid := write("invalid.json", string(hb))
 	state := filepath.Join(dir, "state.json")
 
 	for _, tc := range []struct {
@@ -78,6 +86,8 @@ func TestApplyErrors(t *testing.T) {
 		{"another node's plan", []string{"apply", "--once", "--plan", good, "--node", "win-2", "--hns", "mem:" + state}, exitFailed, "the last good plan stays applied"},
 		{"tampered plan", []string{"apply", "--once", "--plan", tampered, "--node", "win-1", "--hns", "mem:" + state}, exitFailed, "digest"},
 		{"truncated plan", []string{"apply", "--once", "--plan", truncated, "--node", "win-1", "--hns", "mem:" + state}, exitFailed, "not valid JSON (truncated?)"},
+		{"verified but invalid plan", []string{"apply", "--once", "--plan", invalid, "--node", "win-1", "--hns", "mem:" + state}, exitFailed,
+			"plan for node win-1: the plan's content is invalid: remoteSubnetRoutes[0].DestinationPrefix: 192.168.0.0/24 overlaps the node's own block 192.168.0.0/26; the last good plan stays applied"},
 		{"unknown HNS", []string{"apply", "--once", "--plan", good, "--node", "win-1", "--hns", "hyperv"}, exitUsage, `--hns "hyperv"`},
 		{"corrupt state file", []string{"apply", "--once", "--plan", good, "--node", "win-1", "--hns", "mem:" + corruptState}, exitFailed, "corrupt-state.json"},
 		{"simulate-cni with a dry run", []string{"apply", "--once", "--plan", good, "--node", "win-1", "--dry-run", "--simulate-cni"}, exitUsage, "--simulate-cni needs --hns mem, and no --dry-run"},
