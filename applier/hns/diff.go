@@ -16,6 +16,11 @@ type Want struct {
 	HostEndpoint Endpoint
 	// PodACLs are the ACL lists of the node's pod endpoints.
 	PodACLs map[netip.Addr][]plan.ACL
+	// Owned is the network the agent recorded as its own (its state
+	// directory), nil when there is no record. When it names another
+	// network than Network, the plan renamed it: Diff replaces it (see
+	// Previous) instead of creating a second network on the same block.
+	Owned *Owned
 }
 
 // Diff returns the ops that turn have into want, each one mutating call:
@@ -28,8 +33,23 @@ func Diff(have *State, want *Want) []Op {
 	var ops []Op
 	wn := &want.Network
 	hn := have.Network(wn.Name)
+	old, oldHost := Previous(have, want)
 	replaced := false
 	switch {
+	case old != nil:
+		// A rename: HNS cannot rename a network, so the agent's network
+		// is deleted (after a drain) and created under the new name. Its
+		// host endpoint goes first, as for any replace.
+		for i, name := range []string{oldHost, want.HostEndpoint.Name} {
+			if name == "" || i == 1 && name == oldHost {
+				continue
+			}
+			if he := have.Endpoint(name); he != nil && he.Network == old.Name {
+				ops = append(ops, Op{Action: Delete, Kind: KindEndpoint, Name: he.Name, Network: he.Network, Reason: "its network is replaced"})
+			}
+		}
+		ops = append(ops, Op{Action: Replace, Kind: KindNetwork, Name: wn.Name, From: old.Name, NetworkSpec: bare(wn), Reason: ReasonRenamed})
+		replaced = true
 	case hn == nil:
 		ops = append(ops, Op{Action: Create, Kind: KindNetwork, Name: wn.Name, NetworkSpec: bare(wn), Reason: "absent"})
 		replaced = true
@@ -54,7 +74,7 @@ func Diff(have *State, want *Want) []Op {
 	// The host endpoint.
 	we := &want.HostEndpoint
 	he := have.Endpoint(we.Name)
-	if replaced && he != nil && he.Network == wn.Name {
+	if replaced && he != nil && (he.Network == wn.Name || old != nil && he.Network == old.Name) {
 		he = nil // deleted before the network, or gone with it
 	}
 	switch {

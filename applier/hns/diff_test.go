@@ -141,3 +141,78 @@ func TestDiffNeverDeletesForeign(t *testing.T) {
 		}
 	}
 }
+
+// renamed is wantNode with the network renamed Calico2 (and its host
+// endpoint Calico2_ep), everything else the same.
+func renamed(owned *Owned) func() *Want {
+	return func() *Want {
+		w := wantNode()
+		w.Network.Name, w.HostEndpoint.Name, w.HostEndpoint.Network = "Calico2", "Calico2_ep", "Calico2"
+		w.Owned = owned
+		return w
+	}
+}
+
+// TestDiffRename: a plan that renames the agent's network replaces it
+// (issue 13: it created Calico2 beside Calico, on the same block and VNI,
+// with two host endpoints at .2), whether the state directory recorded
+// the network or, with the record lost, the network has exactly the
+// plan's identity. Without positive evidence nothing is adopted.
+func TestDiffRename(t *testing.T) {
+	renameOps := []string{
+		"- endpoint Calico_ep on Calico # its network is replaced",
+		"-/+ network Calico2 (was Calico) # network-name-changed",
+		"+ route 192.168.0.64/26 on Calico2 (VSID 4096, PA 10.0.0.22, DR MAC 00-15-5D-00-00-02) # absent",
+		"+ route 192.168.0.128/26 on Calico2 (VSID 4096, PA 10.0.0.23, DR MAC 00-15-5D-00-00-03) # absent",
+		"+ endpoint Calico2_ep on Calico2 # absent",
+	}
+	createOps := []string{
+		"+ network Calico2 # absent",
+		"+ route 192.168.0.64/26 on Calico2 (VSID 4096, PA 10.0.0.22, DR MAC 00-15-5D-00-00-02) # absent",
+		"+ route 192.168.0.128/26 on Calico2 (VSID 4096, PA 10.0.0.23, DR MAC 00-15-5D-00-00-03) # absent",
+		"+ endpoint Calico2_ep on Calico2 # absent",
+	}
+	otherVNI := func() *State {
+		h := haveMatching()
+		h.Networks[0].Subnets[0].VNI = 4097
+		return h
+	}
+	twice := func() *State {
+		h := haveMatching()
+		n := h.Networks[0]
+		n.Name = "Calico-old"
+		h.Networks = append(h.Networks, n)
+		return h
+	}
+	tests := []struct {
+		name string
+		have func() *State
+		want func() *Want
+		ops  []string
+	}{
+		{"recorded: replaced through its old name", haveMatching, renamed(&Owned{Network: "Calico", HostEndpoint: "Calico_ep"}), renameOps},
+		{"recorded, and its identity changes too", otherVNI, renamed(&Owned{Network: "Calico", HostEndpoint: "Calico_ep"}), renameOps},
+		{"record lost: recognised by type, subnet and VNI; host endpoint by address", haveMatching, renamed(nil), renameOps},
+		{"record lost and another VNI: not proven ours, left alone", otherVNI, renamed(nil), createOps},
+		{"record lost and two such networks: no telling which", twice, renamed(nil), createOps},
+		{"the record names the plan's network: nothing else is adopted", haveMatching, renamed(&Owned{Network: "Calico2", HostEndpoint: "Calico2_ep"}), createOps},
+		{"the recorded network is gone: created", func() *State { return &State{} }, renamed(&Owned{Network: "Calico", HostEndpoint: "Calico_ep"}), createOps},
+		{"the renamed network exists: nothing to replace", func() *State {
+			h := haveMatching()
+			h.Networks[0].Name = "Calico2"
+			for i := range h.Endpoints {
+				h.Endpoints[i].Network = "Calico2"
+			}
+			h.Endpoints[0].Name = "Calico2_ep"
+			return h
+		}, renamed(&Owned{Network: "Calico", HostEndpoint: "Calico_ep"}), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := ops(t, tt.have(), tt.want())
+			if diff := cmp.Diff(tt.ops, got); diff != "" {
+				t.Errorf("ops (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -43,7 +43,10 @@ type Op struct {
 	Name   string // the object's name; for a route, its prefix; for ACLs, the endpoint's name
 	// Network is the network the object belongs to (routes, endpoints, ACLs).
 	Network string
-	Reason  string
+	// From is, for a network Replace that renames, the network's current
+	// name: the op deletes From and creates Name.
+	From   string
+	Reason string
 
 	NetworkSpec  *Network
 	RouteSpec    *RemoteRoute
@@ -60,6 +63,9 @@ func (o Op) String() string {
 	fmt.Fprintf(&b, "%3s %s %s", o.Action, o.Kind, o.Name)
 	if o.Network != "" && o.Kind != KindNetwork {
 		fmt.Fprintf(&b, " on %s", o.Network)
+	}
+	if o.From != "" {
+		fmt.Fprintf(&b, " (was %s)", o.From)
 	}
 	switch {
 	case o.RouteSpec != nil && o.Action != Delete:

@@ -430,6 +430,23 @@ func TestReplace(t *testing.T) {
 	}
 }
 
+// TestReplaceRename: a replace that renames (From) deletes the network
+// under its old name and creates the new one: one network after it, not
+// two on the same block.
+func TestReplaceRename(t *testing.T) {
+	m := node(t, hnsmem.RefuseDeleteWithEndpoints(false))
+	n := overlay()
+	n.Name = "Calico2"
+	op := replaceNetwork(n)
+	op.From = net1
+	apply(t, m, op)
+	s, err := m.Snapshot(context.Background())
+	must(t, err)
+	if len(s.Networks) != 1 || s.Networks[0].Name != "Calico2" {
+		t.Errorf("after a renaming replace: networks %+v, want Calico2 alone", s.Networks)
+	}
+}
+
 func TestFeatures(t *testing.T) {
 	f, err := hnsmem.New().Features(context.Background())
 	must(t, err)

@@ -1,6 +1,7 @@
 package hnsmem
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"net/netip"
@@ -130,7 +131,8 @@ func (t *txn) applyNetwork(op hns.Op) error {
 		// Replace is delete + create, one Apply (hcsshim-hns.md §3
 		// "Immutability": type, subnets and VSID cannot change in place, so
 		// the network is recreated). The delete respects references.
-		if err := t.deleteNetwork("hcnDeleteNetwork", spec.Name); err != nil {
+		// A rename (From) deletes the network under its old name.
+		if err := t.deleteNetwork("hcnDeleteNetwork", cmp.Or(op.From, spec.Name)); err != nil {
 			return err
 		}
 	}

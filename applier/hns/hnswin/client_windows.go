@@ -3,6 +3,7 @@
 package hnswin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -160,8 +161,9 @@ func (c *Client) applyNetwork(ctx context.Context, op hns.Op) error {
 		return c.createNetwork(op)
 	case hns.Replace:
 		// HNS refuses to delete a network that still has endpoints
-		// (ENTITY_HAS_REFERENCES); the applier drains it first.
-		if err := deleteNetwork(op.Name); err != nil {
+		// (ENTITY_HAS_REFERENCES); the applier drains it first. A rename
+		// (From) deletes the network under its old name.
+		if err := deleteNetwork(cmp.Or(op.From, op.Name)); err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {
