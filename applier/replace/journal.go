@@ -33,9 +33,13 @@ type Journal struct {
 	Step     Step `json:"step"`
 	Attempts int  `json:"attempts"`
 	// Have is the network's identity when the replace began; Want the
-	// identity it is replaced with (routes left out).
+	// identity it is replaced with (routes left out). Their names differ
+	// when the plan renamed the network.
 	Have hns.Network `json:"have"`
 	Want hns.Network `json:"want"`
+	// HaveHostEndpoint is the host endpoint's name on the network being
+	// replaced, when a rename gives it another than the plan's.
+	HaveHostEndpoint string `json:"haveHostEndpoint,omitempty"`
 	// HostRoutes is the host's routing table before the network was
 	// deleted, once HostRoutesTaken.
 	HostRoutes      []Route   `json:"hostRoutes,omitempty"`

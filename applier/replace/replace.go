@@ -1,6 +1,8 @@
 // Package replace recreates an HNS network whose immutable identity (type,
-// subnets, VNI, VXLAN port) changed, without pulling it from under pods
-// (DESIGN.md §5, "Recreate safely").
+// subnets, VNI, VXLAN port, or its name: HNS cannot rename a network)
+// changed, without pulling it from under pods (DESIGN.md §5, "Recreate
+// safely"). After a rename the network deleted is the one the agent owned
+// under its old name (hns.Previous), and the journal records both names.
 //
 // HNS cannot change a network's identity in place; the network must be
 // deleted and created again, which cuts every endpoint on it. Run does it
@@ -225,7 +227,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	cfg.defaults()
-	r := &runner{cfg: &cfg, name: cfg.Want.Network.Name}
+	r := &runner{cfg: &cfg, name: cfg.Want.Network.Name, old: cfg.Want.Network.Name, oldHost: cfg.Want.HostEndpoint.Name}
 	return r.run(ctx)
 }
 
@@ -281,11 +283,14 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 type runner struct {
-	cfg   *Config
-	name  string // the network's name
-	j     *Journal
-	state State
-	res   Result
+	cfg  *Config
+	name string // the network's name
+	// old and oldHost are the network being replaced and its host
+	// endpoint: name and the plan's, unless the plan renamed them.
+	old, oldHost string
+	j            *Journal
+	state        State
+	res          Result
 	// replaced: the create-network step ran (now or before a crash).
 	replaced bool
 }
@@ -333,6 +338,10 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 			return r.res, nil
 		}
 		r.res.Reason = op.Reason
+		if op.From != "" {
+			_, r.oldHost = hns.Previous(have, cfg.Want)
+			r.old = op.From
+		}
 		if cfg.Mode == ModeManual && !cfg.Confirmed {
 			ok, err := confirmed(cfg.ConfirmPath, cfg.PlanDigest)
 			if err != nil {
@@ -346,12 +355,21 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		}
 		now := cfg.Now()
 		r.j = &Journal{Version: JournalVersion, PlanDigest: cfg.PlanDigest, Reason: op.Reason,
-			Have: identityOf(have.Network(r.name)), Want: identityOf(&cfg.Want.Network), StartedAt: now}
+			Have: identityOf(have.Network(r.old)), Want: identityOf(&cfg.Want.Network), StartedAt: now}
+		if r.oldHost != cfg.Want.HostEndpoint.Name {
+			r.j.HaveHostEndpoint = r.oldHost
+		}
 		r.event(step, false, "recreating network %s (%s): draining the node", r.name, op.Reason)
 	} else {
 		r.j, step = j, j.Step
 		r.res.Resumed, r.res.Reason = true, j.Reason
 		r.replaced = stepIndex(step) > stepIndex(StepCreateNetwork)
+		if j.Have.Name != "" {
+			r.old = j.Have.Name
+		}
+		if j.HaveHostEndpoint != "" {
+			r.oldHost = j.HaveHostEndpoint
+		}
 		if j.Want.Name != r.name {
 			return r.fail(step, fmt.Errorf("the journal %s is of network %s, the plan's is %s: an operator must finish or remove it", cfg.JournalPath, j.Want.Name, r.name))
 		}
@@ -460,11 +478,12 @@ func (r *runner) do(ctx context.Context, step Step) (Step, error) {
 	return "", fmt.Errorf("unknown step %q", step)
 }
 
-// podEndpoints lists the CNI's endpoints on the network: neither the host
-// endpoint nor kube-proxy's remote endpoints (see the package doc).
+// podEndpoints lists the CNI's endpoints on the network being replaced:
+// neither the host endpoint nor kube-proxy's remote endpoints (see the
+// package doc).
 func (r *runner) podEndpoints(have *hns.State) (pods, others []*hns.Endpoint) {
-	for _, e := range have.EndpointsOn(r.name) {
-		if e.Name == r.cfg.Want.HostEndpoint.Name || e.Remote {
+	for _, e := range have.EndpointsOn(r.old) {
+		if e.Name == r.cfg.Want.HostEndpoint.Name || e.Name == r.oldHost || e.Remote {
 			others = append(others, e)
 		} else {
 			pods = append(pods, e)
@@ -494,13 +513,13 @@ func (r *runner) waitDrained(ctx context.Context) error {
 		}
 		pods, _ := r.podEndpoints(have)
 		if len(pods) == 0 {
-			r.event(StepWaitDrained, false, "no pod endpoint left on network %s", r.name)
+			r.event(StepWaitDrained, false, "no pod endpoint left on network %s", r.old)
 			return nil
 		}
 		if !r.cfg.Now().Before(deadline) {
 			r.res.Pending = append(slices.Clone(pending), names(pods)...)
 			return fmt.Errorf("%w: after %s, pod endpoints %s remain on network %s (pods not evicted: %s); nothing was deleted",
-				ErrBlocked, r.cfg.DrainTimeout, strings.Join(names(pods), ", "), r.name, orNone(pending))
+				ErrBlocked, r.cfg.DrainTimeout, strings.Join(names(pods), ", "), r.old, orNone(pending))
 		}
 		if pending, err = r.cfg.Drainer.Evict(ctx); err != nil {
 			return fmt.Errorf("evict pods: %w", err)
@@ -541,7 +560,7 @@ func (r *runner) deleteEndpoints(ctx context.Context, step Step) error {
 	if err != nil {
 		return err
 	}
-	if op := networkOp(have, r.cfg.Want); op == nil || op.Action != hns.Replace {
+	if !r.oldThere(have) {
 		return nil // the old network is gone already
 	}
 	_, others := r.podEndpoints(have)
@@ -562,28 +581,27 @@ func (r *runner) deleteNetwork(ctx context.Context) (Step, error) {
 	if err != nil {
 		return "", err
 	}
-	op := networkOp(have, r.cfg.Want)
-	switch {
-	case op == nil:
-		r.event(StepDeleteNetwork, false, "network %s already has the wanted identity", r.name)
-		return StepWaitProvider, nil
-	case op.Action == hns.Create:
+	if !r.oldThere(have) {
+		if networkOp(have, r.cfg.Want) == nil {
+			r.event(StepDeleteNetwork, false, "network %s already has the wanted identity", r.name)
+			return StepWaitProvider, nil
+		}
 		return StepCreateNetwork, nil // deleted before a crash
 	}
 	if pods, _ := r.podEndpoints(have); len(pods) > 0 {
 		r.event(StepDeleteNetwork, true, "pod endpoints %s are on network %s again: not deleting it; back to waiting for the drain",
-			strings.Join(names(pods), ", "), r.name)
+			strings.Join(names(pods), ", "), r.old)
 		return StepWaitDrained, nil
 	}
 	// kube-proxy may have added remote endpoints since delete-endpoints.
 	if err := r.deleteEndpoints(ctx, StepDeleteNetwork); err != nil {
 		return "", err
 	}
-	del := hns.Op{Action: hns.Delete, Kind: hns.KindNetwork, Name: r.name, Reason: r.j.Reason}
+	del := hns.Op{Action: hns.Delete, Kind: hns.KindNetwork, Name: r.old, Reason: r.j.Reason}
 	if err := r.apply(ctx, StepDeleteNetwork, del); err != nil {
 		return "", err
 	}
-	r.event(StepDeleteNetwork, false, "deleted network %s", r.name)
+	r.event(StepDeleteNetwork, false, "deleted network %s", r.old)
 	return StepCreateNetwork, nil
 }
 
@@ -729,6 +747,16 @@ func (r *runner) verify(ctx context.Context) error {
 		return fmt.Errorf("host routes lost after the restore (the next run restores them): %s", strings.Join(s, "; "))
 	}
 	return nil
+}
+
+// oldThere reports whether the network being replaced is still in HNS
+// as it was: under its old name after a rename, or under the plan's name
+// without the wanted identity.
+func (r *runner) oldThere(have *hns.State) bool {
+	if have.Network(r.old) == nil {
+		return false
+	}
+	return r.old != r.name || networkOp(have, r.cfg.Want) != nil
 }
 
 // networkOp returns Diff's op on the network itself (a create or a
