@@ -1,0 +1,104 @@
+// Package statedir is the agent's state directory (--state-dir): the
+// replace journal, replace confirmations, the record of the network the
+// agent owns, and the lock that keeps a second agent out.
+//
+// The directory decides what the agent does to the node's network (a
+// journal there makes it delete and recreate the network), so only the
+// agent's own account and administrators may write it: Prepare creates it
+// so (on Windows with an explicit ACL, SYSTEM and Administrators only; on
+// Unix mode 0700) and refuses one that others can write.
+package statedir
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hnsplan/hnsplan/applier/hns"
+	"github.com/hnsplan/hnsplan/applier/internal/atomicfile"
+)
+
+// Files of the state directory.
+const (
+	JournalFile = "replace-journal.json" // the replace in progress (applier/replace)
+	ConfirmFile = "replace-confirm"      // an operator's confirmation of a replace
+	NetworkFile = "network.json"         // the network the agent owns
+	LockFile    = "lock"                 // held by the running agent
+)
+
+// Prepare makes sure dir is a directory only the agent and administrators
+// can write: it creates it so if it does not exist (its parents as usual),
+// and otherwise checks it. A directory others can write is refused, with
+// what to do: whoever can write it can make the agent drain the node and
+// recreate its network.
+func Prepare(dir string) error {
+	if dir == "" {
+		return errors.New("no state directory given (--state-dir)")
+	}
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(dir)), 0o755); err != nil {
+		return fmt.Errorf("state directory %s: %w", dir, err)
+	}
+	switch err := createPrivate(dir); {
+	case err == nil:
+		return nil
+	case !errors.Is(err, fs.ErrExist):
+		return fmt.Errorf("state directory %s: create: %w", dir, err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("state directory %s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("state directory %s is not a directory: remove it or choose another --state-dir", dir)
+	}
+	if err := checkPrivate(dir, st); err != nil {
+		return fmt.Errorf("state directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// record is NetworkFile.
+type record struct {
+	Version int `json:"version"`
+	hns.Owned
+	PlanDigest string    `json:"planDigest,omitempty"`
+	UpdatedAt  time.Time `json:"updatedAt"`
+}
+
+const recordVersion = 1
+
+// LoadOwned returns the network the agent recorded as its own in dir, or
+// nil if there is no record. An unreadable record is an error: guessing
+// could adopt a network that is not the agent's.
+func LoadOwned(dir string) (*hns.Owned, error) {
+	path := filepath.Join(dir, NetworkFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w (remove it: the agent then recognises its network by subnet and VNI)", path, err)
+	}
+	if r.Version != recordVersion || r.Network == "" {
+		return nil, fmt.Errorf("%s: version %d, network %q: not a record this agent reads (remove it: the agent then recognises its network by subnet and VNI)", path, r.Version, r.Network)
+	}
+	return &r.Owned, nil
+}
+
+// SaveOwned records o as the network the agent owns (crash-safe: the old
+// record or the new one, never half of one).
+func SaveOwned(dir string, o hns.Owned, planDigest string) error {
+	b, err := json.MarshalIndent(record{Version: recordVersion, Owned: o, PlanDigest: planDigest, UpdatedAt: time.Now().UTC()}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(filepath.Join(dir, NetworkFile), append(b, '\n'))
+}
