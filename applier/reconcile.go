@@ -63,10 +63,27 @@ type Reconciler struct {
 	Attempts int
 	// GC, if set, removes pod endpoints no pod explains (see GC).
 	GC *GC
+	// Owned, if set, keeps the record of the network the agent owns (its
+	// state directory): a pass replaces the recorded network when the
+	// plan renames it, and records the plan's once it has converged.
+	// Without it a renamed network is recognised by its identity alone
+	// (hns.Previous).
+	Owned OwnedStore
 
 	mu     sync.Mutex
 	plan   *plan.NodePlan
 	status Status
+	owned  *hns.Owned // the record as last read or written
+	loaded bool
+}
+
+// OwnedStore keeps the record of the network the agent owns
+// (statedir.Record).
+type OwnedStore interface {
+	// Load returns the record, or nil if there is none.
+	Load() (*hns.Owned, error)
+	// Save records o, the network of the plan with digest planDigest.
+	Save(o hns.Owned, planDigest string) error
 }
 
 // SetPlan makes p the plan the next passes apply. p must be verified
@@ -124,6 +141,9 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("plan %s: %w", p.Digest, err)
 	}
+	if want.Owned, err = r.loadOwned(); err != nil {
+		return Status{}, err
+	}
 	// At most two rounds: a replace, then what it leaves (pod ACLs).
 	for round := 0; ; round++ {
 		have, err := r.HNS.Snapshot(ctx)
@@ -157,8 +177,49 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 		if len(ops) > 0 && r.Log != nil {
 			r.Log.Info("applied", "digest", p.Digest, "ops", len(ops))
 		}
+		r.saveOwned(want, p.Digest)
 		return Status{Digest: p.Digest, State: StateConverged, Ops: len(ops), Pending: pending}, nil
 	}
+}
+
+// loadOwned reads the record once; a record that cannot be read stops
+// every pass (guessing could adopt a network that is not the agent's).
+func (r *Reconciler) loadOwned() (*hns.Owned, error) {
+	if r.Owned == nil {
+		return nil, nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.loaded {
+		o, err := r.Owned.Load()
+		if err != nil {
+			return nil, fmt.Errorf("the record of the agent's network: %w", err)
+		}
+		r.owned, r.loaded = o, true
+	}
+	return r.owned, nil
+}
+
+// saveOwned records the plan's network once HNS holds it, if the record
+// says otherwise. A failure is logged and tried again at the next pass:
+// until then a rename falls back on the network's identity.
+func (r *Reconciler) saveOwned(want *hns.Want, digest string) {
+	if r.Owned == nil {
+		return
+	}
+	o := hns.Owned{Network: want.Network.Name, HostEndpoint: want.HostEndpoint.Name}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.owned != nil && *r.owned == o {
+		return
+	}
+	if err := r.Owned.Save(o, digest); err != nil {
+		if r.Log != nil {
+			r.Log.Warn("record the agent's network", "network", o.Network, "err", err)
+		}
+		return
+	}
+	r.owned = &o
 }
 
 // needsReplace: ops replace or delete the network, or a replace is half

@@ -531,3 +531,80 @@ func TestLoopRecoversFromFaults(t *testing.T) {
 		}
 	}
 }
+
+// memOwned is an OwnedStore in memory.
+type memOwned struct {
+	o     *hns.Owned
+	saves int
+}
+
+func (m *memOwned) Load() (*hns.Owned, error) { return m.o, nil }
+func (m *memOwned) Save(o hns.Owned, _ string) error {
+	m.o = &o
+	m.saves++
+	return nil
+}
+
+// withName is p with its network and host endpoint renamed, under the
+// digest "sha256:renamed"; p is left as it was.
+func withName(p *plan.NodePlan, name string) *plan.NodePlan {
+	r := *p
+	r.Network.Name, r.HostEndpoint.Name = name, name+"_ep"
+	r.Digest = "sha256:renamed"
+	return &r
+}
+
+// TestPassRenames: a plan that renames the network (issue 13: the agent
+// created Calico2 beside Calico, same block and VNI) drains the node and
+// replaces the network, whether the reconciler keeps a record of the
+// network it owns or, with none, recognises it by its identity; the
+// record follows the rename.
+func TestPassRenames(t *testing.T) {
+	ex := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
+	p := ex.plans["win-1"]
+	for _, withRecord := range []bool{true, false} {
+		t.Run(fmt.Sprintf("record=%v", withRecord), func(t *testing.T) {
+			h := hnsmem.New()
+			d := &drainer{h: h}
+			r := &applier.Reconciler{HNS: h, Replacer: &applier.DrainReplacer{Base: replace.Config{
+				HNS: h, Drainer: d, HostRoutes: replace.NewMemRoutes(), JournalPath: filepath.Join(t.TempDir(), "journal.json"),
+				Sleep: func(context.Context, time.Duration) error { return nil }}}}
+			rec := &memOwned{}
+			if withRecord {
+				r.Owned = rec
+			}
+			r.SetPlan(p)
+			if _, err := r.Pass(ctx, ex.cluster); err != nil {
+				t.Fatal(err)
+			}
+			cni(t, h, p, ex.cluster)
+			if _, err := r.Pass(ctx, ex.cluster); err != nil {
+				t.Fatal(err)
+			}
+			if withRecord && (rec.o == nil || *rec.o != (hns.Owned{Network: "Calico", HostEndpoint: "Calico_ep"}) || rec.saves != 1) {
+				t.Fatalf("record after converging: %+v, %d saves", rec.o, rec.saves)
+			}
+
+			renamed := withName(p, "Calico2")
+			r.SetPlan(renamed)
+			st, err := r.Pass(ctx, ex.cluster)
+			if err != nil || st.State != applier.StateConverged || st.Digest != "sha256:renamed" {
+				t.Fatalf("rename pass: %+v, %v", st, err)
+			}
+			if !d.evicted || d.cordoned {
+				t.Errorf("drain: %+v; want evicted and uncordoned", d)
+			}
+			have, _ := h.Snapshot(ctx)
+			if len(have.Networks) != 1 || have.Network("Calico2") == nil || have.Endpoint("Calico_ep") != nil || have.Endpoint("Calico2_ep") == nil {
+				t.Fatalf("HNS after the rename, want Calico2 alone with its host endpoint:\n%s", h.String())
+			}
+			if withRecord && (rec.o == nil || rec.o.Network != "Calico2" || rec.o.HostEndpoint != "Calico2_ep") {
+				t.Errorf("record after the rename: %+v", rec.o)
+			}
+			h.ResetCalls()
+			if st, err := r.Pass(ctx, ex.cluster); err != nil || st.Ops != 0 || h.MutatingCalls() != 0 {
+				t.Errorf("then: %+v, %v, %d mutating calls; want none", st, err, h.MutatingCalls())
+			}
+		})
+	}
+}

@@ -102,3 +102,15 @@ func SaveOwned(dir string, o hns.Owned, planDigest string) error {
 	}
 	return atomicfile.Write(filepath.Join(dir, NetworkFile), append(b, '\n'))
 }
+
+// Record is the network record of a state directory, as the reconciler
+// keeps it (applier.OwnedStore).
+type Record string
+
+// Load is LoadOwned of the directory.
+func (r Record) Load() (*hns.Owned, error) { return LoadOwned(string(r)) }
+
+// Save is SaveOwned to the directory.
+func (r Record) Save(o hns.Owned, planDigest string) error {
+	return SaveOwned(string(r), o, planDigest)
+}
