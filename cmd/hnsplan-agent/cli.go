@@ -1,19 +1,25 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hnsplan/hnsplan/applier"
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/applier/replace"
+	"github.com/hnsplan/hnsplan/applier/statedir"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 	"github.com/hnsplan/hnsplan/internal/buildinfo"
 )
@@ -63,9 +69,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func newApplyCmd() *cobra.Command {
 	var once, dryRun, simulateCNI bool
-	var planFile, hnsFlag, node string
+	var planFile, hnsFlag, node, stateDir string
 	cmd := &cobra.Command{
-		Use:   "apply --once --plan FILE [--dry-run] [--hns mem[:state.json]]",
+		Use:   "apply --once --plan FILE [--dry-run] [--hns mem[:state.json]] [--state-dir DIR]",
 		Short: "Apply a plan file to HNS once: print the ops, apply them, print the result",
 		Long: `apply reads a plan file, verifies it (format, node, digest) and its meaning
 (plan.Validate: network type, VNI, routes, ACLs, sizes), compares it with what
@@ -73,9 +79,19 @@ HNS holds, and prints one line per op (+ create, ~ update, - delete, -/+ replace
 reason. Unless --dry-run, it applies them — retrying transient HNS errors — and prints the
 resulting state. A second run with nothing changed makes no call that mutates HNS.
 
---hns mem is the in-memory HNS (mem:FILE keeps its state in FILE between runs);
-on Windows the default is the host's HNS. --simulate-cni, with mem, first creates the
-plan's pod endpoints as the CNI would, so that their ACLs can be applied.`,
+A network HNS cannot change in place (its name, type, subnet, VNI or VXLAN port
+changed) is recreated through the journalled replace, as the service does, once no
+pod is on it: apply cannot drain the node, so it refuses while pods are there. A
+replace left unfinished (a crash, a kill) is resumed by the next apply or run.
+
+The state directory (--state-dir) holds the replace journal and the record of the
+network the agent owns (so a renamed network is replaced, not doubled); it is locked
+while apply or run works on it, so two agents never act on one node at once.
+
+--hns mem is the in-memory HNS (mem:FILE keeps its state in FILE between runs, and its
+state directory defaults to FILE.d); on Windows the default is the host's HNS.
+--simulate-cni, with mem, first creates the plan's pod endpoints as the CNI would,
+so that their ACLs can be applied.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if !once {
@@ -107,7 +123,13 @@ plan's pod endpoints as the CNI would, so that their ACLs can be applied.`,
 			if simulateCNI && (mem == nil || dryRun) {
 				return &exitError{code: exitUsage, err: errors.New("--simulate-cni needs --hns mem, and no --dry-run")}
 			}
-			if err := applyOnce(cmd.Context(), cmd.OutOrStdout(), client, p, dryRun, !simulateCNI); err != nil {
+			sd, err := openStateDir(stateDir, hnsFlag, "apply --once")
+			if err != nil {
+				return err
+			}
+			defer sd.close()
+			o := onceOpts{dryRun: dryRun, show: !simulateCNI, stateDir: sd.dir}
+			if err := applyOnce(cmd.Context(), cmd.OutOrStdout(), client, p, o); err != nil {
 				return err
 			}
 			if !simulateCNI {
@@ -120,7 +142,8 @@ plan's pod endpoints as the CNI would, so that their ACLs can be applied.`,
 				return &exitError{code: exitFailed, err: err}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "\n(the CNI networked %d pods)\n", n)
-			return applyOnce(cmd.Context(), cmd.OutOrStdout(), client, p, false, true)
+			o.show = true
+			return applyOnce(cmd.Context(), cmd.OutOrStdout(), client, p, o)
 		},
 	}
 	cmd.Flags().BoolVar(&once, "once", false, "apply once and exit")
@@ -128,6 +151,7 @@ plan's pod endpoints as the CNI would, so that their ACLs can be applied.`,
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the ops, apply nothing")
 	cmd.Flags().StringVar(&hnsFlag, "hns", defaultHNS, "HNS to talk to: mem, mem:STATE.json"+windowsHNSHelp)
 	cmd.Flags().StringVar(&node, "node", "", "this node's name (default: the host name, lower case)")
+	cmd.Flags().StringVar(&stateDir, "state-dir", "", stateDirHelp)
 	cmd.Flags().BoolVar(&simulateCNI, "simulate-cni", false, "with --hns mem: create the plan's pod endpoints first, as the CNI would")
 	return cmd
 }
@@ -139,10 +163,20 @@ type callCounter interface {
 	ResetCalls()
 }
 
+// onceOpts are apply --once's settings: print the ops only (dryRun),
+// print the resulting state (show), and the state directory (the replace
+// journal, the record of the network the agent owns), which the caller
+// holds locked.
+type onceOpts struct {
+	dryRun, show bool
+	stateDir     string
+}
+
 // applyOnce diffs and applies; with show, it prints the resulting state.
 // Against an HNS that counts calls, it ends with how many it made: a run
-// with nothing to do makes no mutating call.
-func applyOnce(ctx context.Context, out io.Writer, client hns.Client, p *plan.NodePlan, dryRun, show bool) error {
+// with nothing to do makes no mutating call. A network replace, or one
+// the journal says is unfinished, goes through the journalled replace.
+func applyOnce(ctx context.Context, out io.Writer, client hns.Client, p *plan.NodePlan, o onceOpts) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -153,11 +187,21 @@ func applyOnce(ctx context.Context, out io.Writer, client hns.Client, p *plan.No
 			fmt.Fprintf(out, "HNS calls: %d mutating, %d reads\n", counter.MutatingCalls(), len(counter.Calls())-counter.MutatingCalls())
 		}()
 	}
+	owned, err := statedir.LoadOwned(o.stateDir)
+	if err != nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("%w; nothing was changed", err)}
+	}
+	journalPath := filepath.Join(o.stateDir, statedir.JournalFile)
+	journal, err := replace.LoadJournal(journalPath)
+	if err != nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("%w: a replace was left half done by another agent version, or the file was damaged; finish it with the agent that started it, or check HNS by hand before removing the file; nothing was changed", err)}
+	}
 	have, err := client.Snapshot(ctx)
 	if err != nil {
 		return &exitError{code: exitFailed, err: fmt.Errorf("read HNS: %w", err)}
 	}
 	want, pending := hns.WantFromPlan(p, hns.LiveValues{})
+	want.Owned = owned
 	ops := hns.Diff(have, want)
 	fmt.Fprintf(out, "node %s, plan %s: %d ops\n", p.Node, p.Digest, len(ops))
 	for _, op := range ops {
@@ -166,14 +210,37 @@ func applyOnce(ctx context.Context, out io.Writer, client hns.Client, p *plan.No
 	for _, s := range pending {
 		fmt.Fprintf(out, "  pending: %s\n", s)
 	}
-	if dryRun || len(ops) == 0 {
-		if len(ops) == 0 {
+	if journal != nil {
+		fmt.Fprintf(out, "  unfinished: the replace of network %s (%s), journalled at step %s in %s, ", journal.Want.Name, journal.Reason, journal.Step, journalPath)
+		if o.dryRun {
+			fmt.Fprintln(out, "which apply without --dry-run resumes")
+		} else {
+			fmt.Fprintln(out, "resumed now")
+		}
+	}
+	if o.dryRun || len(ops) == 0 && journal == nil {
+		if len(ops) == 0 && journal == nil {
 			fmt.Fprintln(out, "HNS matches the plan.")
+			if !o.dryRun {
+				return recordOwned(o.stateDir, owned, want, p.Digest)
+			}
 		}
 		return nil
 	}
 	if err := inTheWay(have, want, ops); err != nil {
 		return &exitError{code: exitFailed, err: err}
+	}
+	if journal != nil || slices.ContainsFunc(ops, func(op hns.Op) bool {
+		return op.Kind == hns.KindNetwork && (op.Action == hns.Replace || op.Action == hns.Delete)
+	}) {
+		if err := replaceOnce(ctx, out, client, p, want, journalPath); err != nil {
+			return err
+		}
+		// What is left: the pods' ACLs (the runner made the rest).
+		if have, err = client.Snapshot(ctx); err != nil {
+			return &exitError{code: exitFailed, err: fmt.Errorf("read HNS: %w", err)}
+		}
+		ops = hns.Diff(have, want)
 	}
 	for i, op := range ops {
 		if err := applier.Apply(ctx, client, op, maxAttempts, nil); err != nil {
@@ -181,7 +248,10 @@ func applyOnce(ctx context.Context, out io.Writer, client hns.Client, p *plan.No
 				strings.TrimSpace(op.String()), err, hint(err), i, len(ops))}
 		}
 	}
-	if show {
+	if err := recordOwned(o.stateDir, owned, want, p.Digest); err != nil {
+		return err
+	}
+	if o.show {
 		now, err := client.Snapshot(ctx)
 		if err != nil {
 			return &exitError{code: exitFailed, err: fmt.Errorf("read HNS after applying: %w", err)}
@@ -192,18 +262,55 @@ func applyOnce(ctx context.Context, out io.Writer, client hns.Client, p *plan.No
 	return nil
 }
 
+// replaceOnce runs (or resumes) the journalled replace for apply --once.
+// It cannot drain: inTheWay has refused while pods are on the network,
+// so the drain finds none and nothing waits for one. Running apply is the
+// operator's confirmation, whatever the plan's replacement mode.
+func replaceOnce(ctx context.Context, out io.Writer, client hns.Client, p *plan.NodePlan, want *hns.Want, journalPath string) error {
+	res, err := replace.Run(ctx, replace.Config{
+		HNS: client, Drainer: noDrainer{}, HostRoutes: hostRoutes(),
+		Want: want, PlanDigest: p.Digest, JournalPath: journalPath,
+		Mode: replace.ModeDrain, Confirmed: true,
+		DrainTimeout: time.Nanosecond, // never wait: there is nothing to drain with
+		OnEvent: func(e replace.Event) {
+			fmt.Fprintf(out, "  replace: %s\n", e.Message)
+		},
+	})
+	if err != nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("%w; the journal %s keeps the replace: run apply --once (or the service) again to resume it", err, journalPath)}
+	}
+	if res.State != replace.StateConverged {
+		return &exitError{code: exitFailed, err: fmt.Errorf("the replace of network %s is %s; run apply --once again once that is resolved", want.Network.Name, res.State)}
+	}
+	return nil
+}
+
+// recordOwned records the plan's network as the agent's, once HNS holds
+// it, unless the record says so already.
+func recordOwned(dir string, owned *hns.Owned, want *hns.Want, digest string) error {
+	o := hns.Owned{Network: want.Network.Name, HostEndpoint: want.HostEndpoint.Name}
+	if owned != nil && *owned == o {
+		return nil
+	}
+	if err := statedir.SaveOwned(dir, o, digest); err != nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("HNS matches the plan, but recording its network in %s failed: %w (run again)", dir, err)}
+	}
+	return nil
+}
+
 // inTheWay refuses, before any call, a network replace or delete while
-// endpoints the agent does not own are on the network: HNS would refuse
-// too (ENTITY_HAS_REFERENCES) after the agent's own endpoint was gone, or,
-// where it allows it, cut the pods off.
+// endpoints the agent does not own are on the network: apply --once
+// cannot drain the node, HNS would refuse the delete too
+// (ENTITY_HAS_REFERENCES), or, where it allows it, cut the pods off.
 func inTheWay(have *hns.State, want *hns.Want, ops []hns.Op) error {
+	_, oldHost := hns.Previous(have, want)
 	for _, op := range ops {
 		if op.Kind != hns.KindNetwork || op.Action != hns.Replace && op.Action != hns.Delete {
 			continue
 		}
 		var names []string
-		for _, e := range have.EndpointsOn(op.Name) {
-			if e.Name != want.HostEndpoint.Name {
+		for _, e := range have.EndpointsOn(cmp.Or(op.From, op.Name)) {
+			if e.Name != want.HostEndpoint.Name && e.Name != oldHost {
 				names = append(names, e.Name)
 			}
 		}
@@ -215,7 +322,7 @@ func inTheWay(have *hns.State, want *hns.Want, ops []hns.Op) error {
 			names, more = names[:3], fmt.Sprintf(" and %d more", len(names)-3)
 		}
 		return fmt.Errorf("network %s must be recreated (%s), but it still holds %s of pods or kube-proxy (%s%s): drain the node (kubectl drain NODE --ignore-daemonsets) and apply again; nothing was changed",
-			op.Name, op.Reason, plural(n, "endpoint", "endpoints"), strings.Join(names, ", "), more)
+			cmp.Or(op.From, op.Name), op.Reason, plural(n, "endpoint", "endpoints"), strings.Join(names, ", "), more)
 	}
 	return nil
 }

@@ -120,20 +120,20 @@ func TestApplyRetries(t *testing.T) {
 	h := hnsmem.New()
 	h.FailNext(hns.KindRoute, timeout)
 	var out bytes.Buffer
-	if err := applyOnce(context.Background(), &out, h, p, false, false); err != nil {
+	if err := applyOnce(context.Background(), &out, h, p, onceOpts{stateDir: t.TempDir()}); err != nil {
 		t.Fatalf("a transient error was not retried: %v", err)
 	}
 	if !strings.Contains(out.String(), "HNS calls: 4 mutating") { // 3 ops, one retried
 		t.Errorf("output:\n%s", out.String())
 	}
 	out.Reset()
-	if err := applyOnce(context.Background(), &out, h, p, false, false); err != nil || !strings.Contains(out.String(), "HNS matches the plan.") {
+	if err := applyOnce(context.Background(), &out, h, p, onceOpts{stateDir: t.TempDir()}); err != nil || !strings.Contains(out.String(), "HNS matches the plan.") {
 		t.Errorf("second run: %v\n%s", err, out.String())
 	}
 
 	h = hnsmem.New()
 	h.FailNext(hns.KindRoute, &hns.Error{Call: "hcnModifyNetwork", Code: hns.CodeInvalidPolicy, Msg: "invalid policy"})
-	err := applyOnce(context.Background(), &out, h, p, false, false)
+	err := applyOnce(context.Background(), &out, h, p, onceOpts{stateDir: t.TempDir()})
 	var he *hns.Error
 	if !errors.As(err, &he) || he.Code != hns.CodeInvalidPolicy {
 		t.Fatalf("err = %v, want the typed INVALID_POLICY error", err)

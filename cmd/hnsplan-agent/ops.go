@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/hnsplan/hnsplan/applier/replace"
+	"github.com/hnsplan/hnsplan/applier/statedir"
 )
 
 // getStatus reads a running agent's /status.
@@ -97,7 +98,7 @@ The confirmation is for that plan only; a later plan asks again.`,
 			if st.State != "replace-pending" {
 				return &exitError{code: exitFailed, err: fmt.Errorf("node %s is %s, not replace-pending: there is nothing to confirm", st.Node, st.State)}
 			}
-			if err := replace.Confirm(filepath.Join(stateDir, "replace-confirm"), st.Plan); err != nil {
+			if err := replace.Confirm(filepath.Join(stateDir, statedir.ConfirmFile), st.Plan); err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "confirmed the replace for plan %s on node %s; the agent starts it at its next pass\n", st.Plan, st.Node)

@@ -34,6 +34,7 @@ import (
 	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/planwatch"
 	"github.com/hnsplan/hnsplan/applier/replace"
+	"github.com/hnsplan/hnsplan/applier/statedir"
 	"github.com/hnsplan/hnsplan/compiler/acl"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
@@ -58,7 +59,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the agent's service account (default: in-cluster, or none: no live pods, plan only)")
 	fl.StringVar(&f.hns, "hns", defaultHNS, "HNS to talk to: mem, mem:STATE.json"+windowsHNSHelp)
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:9180", "address of /healthz, /readyz, /metrics and /status")
-	fl.StringVar(&f.stateDir, "state-dir", defaultStateDir(), "directory of the replace journal and confirmations")
+	fl.StringVar(&f.stateDir, "state-dir", "", stateDirHelp)
 	fl.DurationVar(&f.resync, "resync", 5*time.Minute, "period of passes that catch drift nobody announced")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "how long a replace waits for the node's pods to leave before it reports blocked (and retries)")
 	fl.DurationVar(&f.gcGrace, "gc-grace", 10*time.Minute, "how long a pod endpoint no pod explains is left before it is removed (needs a cluster)")
@@ -121,9 +122,6 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 	if f.planSource != "file" && f.planSource != "configmap" {
 		return &exitError{code: exitUsage, err: fmt.Errorf("--plan-source %q: want file or configmap", f.planSource)}
 	}
-	if err := os.MkdirAll(f.stateDir, 0o755); err != nil {
-		return &exitError{code: exitFailed, err: err}
-	}
 
 	// Kubernetes, when there is one.
 	var kc *kube.Client
@@ -158,11 +156,19 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 		}
 	}
 
+	// One agent per node: a second one on the same state directory
+	// would run the same replace.
+	sd, err := openStateDir(f.stateDir, f.hns, "run")
+	if err != nil {
+		return err
+	}
+	defer sd.close()
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var mu sync.Mutex
 	st := agentStatus{Node: f.node, State: applier.StateWaiting}
-	r := &applier.Reconciler{HNS: client, Metrics: applier.NewMetrics(reg), Log: log}
+	r := &applier.Reconciler{HNS: client, Metrics: applier.NewMetrics(reg), Log: log, Owned: statedir.Record(sd.dir)}
 	var drainer replace.Drainer = noDrainer{}
 	if kc != nil {
 		drainer = kc
@@ -176,8 +182,8 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 	}
 	r.Replacer = &applier.DrainReplacer{Base: replace.Config{
 		HNS: client, Drainer: drainer, HostRoutes: hostRoutes(),
-		JournalPath:  filepath.Join(f.stateDir, "replace-journal.json"),
-		ConfirmPath:  filepath.Join(f.stateDir, "replace-confirm"),
+		JournalPath:  filepath.Join(sd.dir, statedir.JournalFile),
+		ConfirmPath:  filepath.Join(sd.dir, statedir.ConfirmFile),
 		DrainTimeout: f.drainTimeout,
 		OnState: func(s replace.State) {
 			mu.Lock()
