@@ -12,9 +12,13 @@
 // host endpoint (also named by the plan). Pod endpoints belong to the CNI:
 // the agent programs only their ACL policies and never creates or deletes
 // them. Load balancers and remote endpoints belong to kube-proxy and are
-// never touched. Ownership is recognised by name alone, so it survives an
-// agent restart with no memory: nothing the agent did not name in its
-// plan is ever deleted.
+// never touched. Ownership is recognised by name, so it survives an agent
+// restart with no memory: nothing the agent did not name in its plan is
+// ever deleted, with one exception. When a plan renames the network (HNS
+// cannot rename one), the network the agent owned under the old name is
+// replaced: the one its state directory records (Want.Owned), or, with
+// no record, the one network of exactly the plan's type, subnets and VNI
+// (see Previous). Without such positive evidence nothing is adopted.
 package hns
 
 import (
