@@ -2,8 +2,8 @@ package acl_test
 
 // Calico for Windows' own rendering tests, replayed against our renderer.
 //
-// The vectors (../shared/testvectors/calico/win-policysets.jsonl and
-// win-flattener.jsonl, see ../shared/testvectors/README.md §3–§4) pin down
+// The vectors (testdata/oracles/calico/win-policysets.jsonl and
+// win-flattener.jsonl, see testdata/oracles/calico/README.md) pin down
 // what Felix's Windows dataplane (felix/dataplane/windows/policysets and
 // flattener.go) turns Calico rules into. Every vector is handled here in
 // exactly one of two ways:
@@ -53,7 +53,7 @@ import (
 	"github.com/hnsplan/hnsplan/compiler/sim"
 )
 
-const calicoVectorDir = "../../../shared/testvectors/calico"
+const calicoVectorDir = "../../testdata/oracles/calico"
 
 // calicoDivergences lists every vector where we deliberately render
 // something else than Felix, with the reason. Every other vector must be

@@ -10,9 +10,9 @@ import (
 )
 
 // TestWindowsCapacityVectors checks the capacity arithmetic against the
-// Calico IPAM facts in ../shared/testvectors/calico/ipam-windows.json.
+// Calico IPAM facts in testdata/oracles/calico/ipam-windows.json.
 func TestWindowsCapacityVectors(t *testing.T) {
-	data, err := os.ReadFile("../../../shared/testvectors/calico/ipam-windows.json")
+	data, err := os.ReadFile("../../testdata/oracles/calico/ipam-windows.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,10 +170,10 @@ func TestEveryRuleHasACase(t *testing.T) {
 }
 
 // TestCatalogMatchesConstraints checks the catalog against the contract in
-// ../shared/CONSTRAINTS.md: the same ids with the same default severities,
-// in the same families.
+// testdata/oracles/constraints/CONSTRAINTS.md: the same ids with the same
+// default severities, in the same families.
 func TestCatalogMatchesConstraints(t *testing.T) {
-	data, err := os.ReadFile("../../../shared/CONSTRAINTS.md")
+	data, err := os.ReadFile("../../testdata/oracles/constraints/CONSTRAINTS.md")
 	if err != nil {
 		t.Fatalf("CONSTRAINTS.md: %v", err)
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/hnsplan/hnsplan/compiler/sim"
 )
 
-// netpolVector is one step of ../shared/testvectors/k8s-netpol (README §1).
+// netpolVector is one step of testdata/oracles/k8s-netpol (see its README).
 type netpolVector struct {
 	ID          string                       `json:"id"`
 	Description string                       `json:"description"`
@@ -75,7 +75,7 @@ var protocols = map[string]int{"TCP": 6, "UDP": 17, "SCTP": 132}
 
 func loadNetpolVectors(t *testing.T) []netpolVector {
 	t.Helper()
-	f, err := os.Open("../../../shared/testvectors/k8s-netpol/policy-assistant-generated.jsonl")
+	f, err := os.Open("../../testdata/oracles/k8s-netpol/policy-assistant-generated.jsonl")
 	if err != nil {
 		t.Fatalf("oracle missing: %v", err)
 	}

@@ -13,8 +13,8 @@ import (
 )
 
 // calicoVectors is the oracle: vectors extracted from Calico's own parser
-// tests (see /work/shared/testvectors/README.md §2).
-const calicoVectors = "../../../shared/testvectors/calico/selector.jsonl"
+// tests (see testdata/oracles/calico/README.md).
+const calicoVectors = "../../testdata/oracles/calico/selector.jsonl"
 
 // vector is one line of calicoVectors. Pointer fields are required for
 // their kind; a missing one fails the test rather than reading as false.
