@@ -25,10 +25,10 @@ test:
 	$(GO) test ./...
 
 # Integration tests (build tag integration) against a real kube-apiserver and
-# etcd, built once from the Go module proxy by ../shared/tools/kube-test-env.sh
-# (cold: minutes; then cached under ~/.cache/real-apiserver) and started on
+# etcd, built once from the Go module proxy by hack/kube-test-env.sh (cold:
+# minutes; then cached under ~/.cache/real-apiserver) and started on
 # 127.0.0.1 for this run only. KUBECONFIG and KUBE_TEST_ENV reach the tests.
-KUBE_TEST_ENV ?= $(abspath ../shared/tools/kube-test-env.sh)
+KUBE_TEST_ENV ?= $(CURDIR)/hack/kube-test-env.sh
 KAS_RUN_DIR   ?= $(CURDIR)/.tmp/real-apiserver
 test-integration:
 	@KAS_RUN_DIR=$(KAS_RUN_DIR) $(KUBE_TEST_ENV) stop >/dev/null 2>&1 || true

@@ -3,7 +3,7 @@
 // Integration tests against a real kube-apiserver and etcd (no kubelet, no
 // controller-manager): make test-integration, or
 //
-//	KAS_RUN_DIR=/tmp/kas bash ../shared/tools/kube-test-env.sh start
+//	KAS_RUN_DIR=/tmp/kas hack/kube-test-env.sh start   # from the repository root
 //	KUBECONFIG=/tmp/kas/kubeconfig KAS_RUN_DIR=/tmp/kas go test -tags integration ./applier/kube/
 //
 // The tests play the kubelet (they set pod status, and force-delete pods an

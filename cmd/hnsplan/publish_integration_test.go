@@ -21,7 +21,7 @@ import (
 )
 
 // TestPublish publishes the bundled calico-vxlan example to the real API
-// server of $KUBECONFIG (see /work/shared/tools/kube-test-env.sh, or any
+// server of $KUBECONFIG (hack/kube-test-env.sh start, or any
 // throw-away cluster: it writes hnsplan-system), reads the ConfigMaps back
 // and checks them against what compile writes; publishing again changes
 // nothing; --prune deletes the plan ConfigMaps of nodes that are gone and

@@ -5,8 +5,8 @@
 // fake must model HNS"): it validates what HNS validates, refuses what HNS
 // refuses with the HRESULT HNS returns, adds the policies HNS adds by
 // itself, and forgets what a reboot forgets. Every behaviour names, in a
-// comment, the research note and section it models (files under
-// /work/shared/research: hcsshim-hns.md, calico-windows.md). Where the
+// comment, the research note and section it models (the project's notes
+// hcsshim-hns.md and calico-windows.md, kept outside the repository). Where the
 // research could not say what HNS does, the behaviour is an option or a
 // documented assumption.
 //
