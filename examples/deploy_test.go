@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/hnsplan/hnsplan/applier/kube"
 )
 
 const deployNamespace = "hnsplan-system"
@@ -317,5 +320,132 @@ func TestDeployAdmissionPolicy(t *testing.T) {
 	slices.Sort(bindings)
 	if !slices.Equal(policies, bindings) {
 		t.Errorf("admission policies %v, bound %v: want each bound once", policies, bindings)
+	}
+}
+
+// policyByName returns the deploy ValidatingAdmissionPolicy and its binding.
+func policyByName(t *testing.T, name string) (*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding) {
+	t.Helper()
+	var p *admissionv1.ValidatingAdmissionPolicy
+	var b *admissionv1.ValidatingAdmissionPolicyBinding
+	for _, objs := range deployObjects(t) {
+		for _, o := range objs {
+			switch o := o.(type) {
+			case *admissionv1.ValidatingAdmissionPolicy:
+				if o.Name == name {
+					p = o
+				}
+			case *admissionv1.ValidatingAdmissionPolicyBinding:
+				if o.Spec.PolicyName == name {
+					b = o
+				}
+			}
+		}
+	}
+	if p == nil || b == nil {
+		t.Fatalf("no ValidatingAdmissionPolicy %s with its binding in deploy/", name)
+	}
+	return p, b
+}
+
+// The two policies that confine each agent to its own node apply to every
+// agent identity of rbac.yaml: a renamed ServiceAccount would make them
+// match nothing, and so allow everything.
+func TestDeployAgentPoliciesMatchTheAgent(t *testing.T) {
+	s := loadRBAC(t)
+	if !s.sas[deployNamespace+"/hnsplan-agent"] {
+		t.Fatal("rbac.yaml has no ServiceAccount hnsplan-agent")
+	}
+	for _, name := range []string{"hnsplan-agent-own-node", "hnsplan-agent-own-node-evictions"} {
+		p, _ := policyByName(t, name)
+		var conds []string
+		for _, c := range p.Spec.MatchConditions {
+			conds = append(conds, c.Expression)
+		}
+		all := strings.Join(conds, "\n")
+		if !strings.Contains(all, "'system:serviceaccount:"+deployNamespace+":hnsplan-agent'") {
+			t.Errorf("policy %s: matchConditions %q do not name the agent's ServiceAccount", name, all)
+		}
+		if !strings.Contains(all, "authentication.kubernetes.io/node-name") && !strings.Contains(variablesOf(p), "authentication.kubernetes.io/node-name") {
+			t.Errorf("policy %s does not read the node the token is bound to", name)
+		}
+	}
+}
+
+func variablesOf(p *admissionv1.ValidatingAdmissionPolicy) string {
+	var vs []string
+	for _, v := range p.Spec.Variables {
+		vs = append(vs, v.Name+": "+v.Expression)
+	}
+	return strings.Join(vs, "\n")
+}
+
+// The eviction policy sees the evicted pod only as one of its parameters:
+// every Pod of the eviction's namespace, none found meaning denied.
+func TestDeployEvictionPolicyParams(t *testing.T) {
+	p, b := policyByName(t, "hnsplan-agent-own-node-evictions")
+	if p.Spec.ParamKind == nil || p.Spec.ParamKind.APIVersion != "v1" || p.Spec.ParamKind.Kind != "Pod" {
+		t.Errorf("paramKind %+v, want v1 Pod", p.Spec.ParamKind)
+	}
+	ref := b.Spec.ParamRef
+	switch {
+	case ref == nil:
+		t.Fatal("binding has no paramRef")
+	case ref.Name != "" || ref.Namespace != "":
+		t.Errorf("paramRef names %q in %q: want every pod of the request's namespace", ref.Name, ref.Namespace)
+	case ref.Selector == nil || len(ref.Selector.MatchLabels) > 0 || len(ref.Selector.MatchExpressions) > 0:
+		t.Errorf("paramRef selector %v, want {} (every pod)", ref.Selector)
+	case ref.ParameterNotFoundAction == nil || *ref.ParameterNotFoundAction != admissionv1.DenyAction:
+		t.Errorf("paramRef parameterNotFoundAction %v, want Deny", ref.ParameterNotFoundAction)
+	}
+	rules := p.Spec.MatchConstraints.ResourceRules
+	if len(rules) != 1 || !slices.Equal(rules[0].Resources, []string{"pods/eviction"}) ||
+		!slices.Equal(rules[0].Operations, []admissionv1.OperationType{admissionv1.Create}) {
+		t.Errorf("policy matches %+v, want CREATE of pods/eviction", rules)
+	}
+}
+
+// The node policy lets the agent write exactly the annotations applier/kube
+// writes, and compares every field of a Node's spec but unschedulable.
+func TestDeployNodePolicyFields(t *testing.T) {
+	p, _ := policyByName(t, "hnsplan-agent-own-node")
+	var keys []string
+	for _, v := range p.Spec.Variables {
+		if v.Name == "agentAnnotations" {
+			for i, part := range strings.Split(v.Expression, "'") {
+				if i%2 == 1 {
+					keys = append(keys, part)
+				}
+			}
+		}
+	}
+	want := []string{kube.AnnotationDigest, kube.AnnotationState, kube.AnnotationLastError, kube.AnnotationCordoned,
+		kube.AnnotationTunnelAddr, kube.AnnotationTunnelMAC}
+	slices.Sort(keys)
+	slices.Sort(want)
+	if !slices.Equal(keys, want) {
+		t.Errorf("the policy lets the agent write annotations %q; applier/kube writes %q", keys, want)
+	}
+
+	var exprs []string
+	for _, v := range p.Spec.Validations {
+		exprs = append(exprs, v.Expression)
+	}
+	all := strings.Join(exprs, "\n")
+	for f := range reflect.TypeFor[corev1.NodeSpec]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "unschedulable" {
+			continue
+		}
+		for _, side := range []string{"object.spec.", "oldObject.spec."} {
+			if !strings.Contains(all, side+name+" ") && !strings.Contains(all, side+name+")") {
+				t.Errorf("the node policy does not compare %s%s: a new NodeSpec field the agent could change", side, name)
+			}
+		}
+	}
+	for _, field := range []string{"labels", "ownerReferences", "finalizers", "annotations"} {
+		if !strings.Contains(all, "object.metadata."+field) && !strings.Contains(variablesOf(p), "object.metadata."+field) {
+			t.Errorf("the node policy does not look at metadata.%s", field)
+		}
 	}
 }
