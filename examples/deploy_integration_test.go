@@ -48,7 +48,7 @@ import (
 
 const (
 	agentUser     = "system:serviceaccount:" + deployNamespace + ":hnsplan-agent"
-	nodeNameExtra = "authentication.kubernetes.io/node-name"
+	nodeNameExtra = kube.ExtraNodeName
 )
 
 // adminConfig is the test API server's admin configuration; the test
@@ -462,22 +462,21 @@ func TestDeployAgentTokens(t *testing.T) {
 			cfg := rest.AnonymousClientConfig(admin)
 			cfg.BearerToken = tr.Status.Token
 			cs := clientset(t, cfg)
-			review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+			// What the agent asks at start (hnsplan-agent run).
+			id, err := kube.WhoAmI(ctx, cs)
 			if err != nil {
 				t.Fatalf("who am I, with a token bound to %s: %v", bound.Kind, err)
 			}
-			ui := review.Status.UserInfo
-			if ui.Username != agentUser {
-				t.Fatalf("token bound to %s authenticates as %q, want %q", bound.Kind, ui.Username, agentUser)
+			if id.User != agentUser {
+				t.Fatalf("token bound to %s authenticates as %q, want %q", bound.Kind, id.User, agentUser)
 			}
-			got := ui.Extra[nodeNameExtra]
-			if len(got) == 0 {
-				t.Skipf("this API server puts no %s in the user info of a token bound to a %s (extra %v): "+
+			if id.Node == "" {
+				t.Skipf("this API server puts no %s in the user info of a token bound to a %s: "+
 					"it needs Kubernetes 1.32+ (feature gate ServiceAccountTokenPodNodeInfo) for a Pod, "+
-					"1.31+ (ServiceAccountTokenNodeBinding) for a Node", nodeNameExtra, bound.Kind, ui.Extra)
+					"1.31+ (ServiceAccountTokenNodeBinding) for a Node", nodeNameExtra, bound.Kind)
 			}
-			if len(got) != 1 || got[0] != f.nodeA {
-				t.Fatalf("token bound to %s on %s: extra %s = %v, want [%s]", bound.Kind, f.nodeA, nodeNameExtra, got, f.nodeA)
+			if id.Node != f.nodeA {
+				t.Fatalf("token bound to %s on %s: extra %s = %q, want %q", bound.Kind, f.nodeA, nodeNameExtra, id.Node, f.nodeA)
 			}
 			f.waitForEvictionPolicy(t, ctx, cs, "probe-"+strings.ToLower(bound.Kind))
 			onA := f.pod(t, ctx, "on-a-"+strings.ToLower(bound.Kind), f.nodeA)

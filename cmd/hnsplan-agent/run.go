@@ -113,6 +113,7 @@ type agentStatus struct {
 func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	klog.SetSlogLogger(log) // client-go's logs join ours
+	nodeFlag := f.node
 	if f.node == "" {
 		f.node = hostName()
 	}
@@ -134,6 +135,13 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 	}
 	var cs kubernetes.Interface
 	if restCfg != nil {
+		who, err := kubernetes.NewForConfig(restCfg)
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		if f.node, err = agentNode(ctx, who, nodeFlag, f.node, log); err != nil {
+			return err
+		}
 		restCfg.UserAgent = "hnsplan-agent/" + f.node
 		// Protobuf: a third of JSON's decode cost on the pod informer.
 		restCfg.ContentType = "application/vnd.kubernetes.protobuf"
@@ -374,6 +382,34 @@ func serve(addr string, reg *prometheus.Registry, status func() agentStatus, kc 
 	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	return srv, nil
+}
+
+// agentNode checks the node the agent acts for against the node its token
+// is bound to, which is the only one the admission policies of
+// examples/deploy let it patch and drain. Without --node (flag "") the
+// token's node wins over the host name (fallback): as a DaemonSet's pod the
+// agent needs no flag. A --node that contradicts the token is a usage error;
+// a token that names no node, or an API server that cannot say, is only
+// warned about, since clusters without the policies work with it.
+func agentNode(ctx context.Context, cs kubernetes.Interface, flag, fallback string, log *slog.Logger) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	id, err := kube.WhoAmI(ctx, cs)
+	switch {
+	case err != nil:
+		log.Warn("cannot tell which node the agent's token is bound to; acting for "+fallback, "err", err)
+		return fallback, nil
+	case id.Node == "":
+		log.Warn("the agent's token is bound to no node: with the admission policies of examples/deploy it can neither patch node "+
+			fallback+" nor evict its pods; use a token bound to the Node or to the agent's Pod (docs/operations.md, Least privilege)",
+			"user", id.User)
+		return fallback, nil
+	case flag != "" && flag != id.Node:
+		return "", &exitError{code: exitUsage, err: fmt.Errorf("--node %s, but the agent's token (%s) is bound to node %s, "+
+			"the only node the API server lets it patch and drain: pass --node %s, or give this node's agent a token bound to %s",
+			flag, id.User, id.Node, id.Node, flag)}
+	}
+	return id.Node, nil
 }
 
 // restConfig is the kubeconfig's, in-cluster, or nil for no cluster.

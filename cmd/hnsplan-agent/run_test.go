@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -12,6 +14,13 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
@@ -137,5 +146,55 @@ func TestRunKeepsLastGoodPlan(t *testing.T) {
 	st = waitStatus(t, addr, "the blocked replace", func(s agentStatus) bool { return s.Plan == p.Digest && s.State == "blocked" })
 	if st.Applied != second.Applied {
 		t.Errorf("a blocked replace moved the applied digest: %+v", st)
+	}
+}
+
+// The node the agent acts for agrees with the node its token is bound to,
+// the only one the admission policies let it patch and drain.
+func TestAgentNode(t *testing.T) {
+	review := func(extra map[string]authenticationv1.ExtraValue, err error) kubernetes.Interface {
+		cs := fake.NewClientset()
+		cs.PrependReactor("create", "selfsubjectreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{UserInfo: authenticationv1.UserInfo{
+				Username: "system:serviceaccount:hnsplan-system:hnsplan-agent", Extra: extra,
+			}}}, err
+		})
+		return cs
+	}
+	bound := func(nodes ...string) map[string]authenticationv1.ExtraValue {
+		return map[string]authenticationv1.ExtraValue{kube.ExtraNodeName: nodes}
+	}
+	for _, c := range []struct {
+		name           string
+		cs             kubernetes.Interface
+		flag, fallback string
+		want, warn     string
+		wantErr        string
+	}{
+		{name: "bound, no flag: the token's node", cs: review(bound("win-1"), nil), fallback: "host", want: "win-1"},
+		{name: "bound, same flag", cs: review(bound("win-1"), nil), flag: "win-1", fallback: "win-1", want: "win-1"},
+		{name: "bound, other flag", cs: review(bound("win-1"), nil), flag: "win-2", fallback: "win-2",
+			wantErr: "--node win-2, but the agent's token (system:serviceaccount:hnsplan-system:hnsplan-agent) is bound to node win-1"},
+		{name: "bound to no node", cs: review(nil, nil), flag: "win-2", fallback: "win-2", want: "win-2", warn: "bound to no node"},
+		{name: "two node names count as none", cs: review(bound("win-1", "win-2"), nil), fallback: "host", want: "host", warn: "bound to no node"},
+		{name: "the server cannot say", cs: review(nil, errors.New("connection refused")), fallback: "host", want: "host", warn: "connection refused"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			got, err := agentNode(t.Context(), c.cs, c.flag, c.fallback, slog.New(slog.NewTextHandler(&logs, nil)))
+			if c.wantErr != "" {
+				var ee *exitError
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) || !errors.As(err, &ee) || ee.code != exitUsage {
+					t.Fatalf("agentNode: %v, want a usage error containing %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil || got != c.want {
+				t.Fatalf("agentNode = %q, %v; want %q", got, err, c.want)
+			}
+			if c.warn == "" && logs.Len() > 0 || !strings.Contains(logs.String(), c.warn) {
+				t.Errorf("logged %q, want a warning containing %q", logs.String(), c.warn)
+			}
+		})
 	}
 }
