@@ -16,11 +16,14 @@
 package examples_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -113,13 +116,19 @@ func applyDeploy(t *testing.T, ctx context.Context, cfg *rest.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Namespaces first, so that what lives in one can be applied.
-	for _, file := range []string{"deploy/namespace.yaml", "deploy/rbac.yaml", "deploy/node-patch-policy.yaml", "deploy/eviction-policy.yaml"} {
-		objs := deployObjects(t)[file]
-		if len(objs) == 0 {
-			t.Fatalf("%s: no objects", file)
+	// Every file, the namespace first, so that what lives in it can be
+	// applied.
+	byFile := deployObjects(t)
+	files := slices.Sorted(maps.Keys(byFile))
+	first := func(f string) int {
+		if f == "deploy/namespace.yaml" {
+			return 0
 		}
-		for _, obj := range objs {
+		return 1
+	}
+	slices.SortStableFunc(files, func(a, b string) int { return cmp.Compare(first(a), first(b)) })
+	for _, file := range files {
+		for _, obj := range byFile[file] {
 			applyObject(t, ctx, dyn, mapper, file, obj)
 		}
 	}

@@ -53,7 +53,7 @@ type runFlags struct {
 
 func (f *runFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.node, "node", "", "this node's name (default: the host name, lower case)")
+	fl.StringVar(&f.node, "node", "", "this node's name (default: the node the agent's token is bound to, else the host name, lower case)")
 	fl.StringVar(&f.planFile, "plan", "", "the plan file to watch (plans arrive by atomic rename into its directory)")
 	fl.StringVar(&f.planSource, "plan-source", "file", "where the plan comes from: file (--plan) or configmap (hnsplan-system/plan-<node>)")
 	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig of the agent's service account (default: in-cluster, or none: no live pods, plan only)")
