@@ -3,7 +3,7 @@
 // Integration tests of examples/deploy against a real kube-apiserver and
 // etcd: make test-integration, or
 //
-//	KAS_RUN_DIR=/tmp/kas bash ../shared/tools/kube-test-env.sh start
+//	KAS_RUN_DIR=/tmp/kas hack/kube-test-env.sh start   # from the repository root
 //	KUBECONFIG=/tmp/kas/kubeconfig go test -tags integration ./examples/ -run Deploy
 //
 // They apply the manifests as they are and then act as the agent of one
