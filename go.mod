@@ -12,6 +12,7 @@ require (
 	github.com/spf13/cobra v1.10.2
 	github.com/spf13/pflag v1.0.10
 	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/crypto v0.57.0
 	golang.org/x/sys v0.49.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2

@@ -38,6 +38,15 @@ type depRule struct {
 	applies func(pkg string) bool // which of our packages the rule binds
 	direct  bool                  // check Imports, not Deps
 	forbid  []string
+	stdlib  bool // forbid every package outside the standard library
+}
+
+// standard says whether an import path is the standard library's: its
+// first element has no dot (golang.org/x/..., k8s.io/..., and this module
+// all have one).
+func standard(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
 }
 
 func ours(rel ...string) func(string) bool {
@@ -56,6 +65,7 @@ var depRules = []depRule{
 	{why: "the plan contract and the policy logic import no CUE, client-go or hcsshim",
 		applies: ours("compiler/plan", "compiler/selector", "compiler/acl", "compiler/sim", "compiler/reach"),
 		forbid:  []string{cuePkg, clientGo, hcsshimPkg}},
+	{why: "the plan contract links only the standard library", applies: ours("compiler/plan"), stdlib: true},
 	{why: "the agent does not link CUE", applies: ours("cmd/hnsplan-agent"), forbid: []string{cuePkg}},
 	{why: "the compiler CLI does not link hcsshim", applies: ours("cmd/hnsplan"), forbid: []string{hcsshimPkg}},
 }
@@ -73,6 +83,10 @@ func violations(pkgs []listedPkg) []string {
 				deps = p.Imports
 			}
 			for _, d := range deps {
+				if r.stdlib && !standard(d) {
+					out = append(out, fmt.Sprintf("%s imports %s: %s", p.ImportPath, d, r.why))
+					continue
+				}
 				for _, f := range r.forbid {
 					if d == f || strings.HasPrefix(d, f+"/") {
 						out = append(out, fmt.Sprintf("%s imports %s: %s", p.ImportPath, d, r.why))
@@ -131,14 +145,16 @@ func TestDependencyRulesFire(t *testing.T) {
 	bad := []listedPkg{
 		{ImportPath: module + "/compiler/check", Imports: []string{cuePkg + "/cue"}},
 		{ImportPath: module + "/applier", Imports: []string{hcsshimPkg + "/hcn"}},
-		{ImportPath: module + "/compiler/plan", Deps: []string{clientGo + "/kubernetes"}},
+		{ImportPath: module + "/compiler/acl", Deps: []string{clientGo + "/kubernetes"}},
+		{ImportPath: module + "/compiler/plan", Deps: []string{"crypto/ed25519", "golang.org/x/crypto/ssh"}},
 		{ImportPath: module + "/cmd/hnsplan-agent", Deps: []string{cuePkg + "/cue/load"}},
 		{ImportPath: module + "/cmd/hnsplan", Deps: []string{hcsshimPkg}},
 	}
 	good := []listedPkg{
 		{ImportPath: module + "/compiler/intent", Imports: []string{cuePkg + "/cue"}},
 		{ImportPath: module + "/applier/hns/hnswin", Imports: []string{hcsshimPkg + "/hcn"}},
-		{ImportPath: module + "/compiler/plan", Deps: []string{"net/netip", "k8s.io/client-gofake"}},
+		{ImportPath: module + "/compiler/acl", Deps: []string{"net/netip", "k8s.io/client-gofake"}},
+		{ImportPath: module + "/compiler/plan", Deps: []string{"net/netip", "crypto/ed25519", "internal/byteorder"}},
 	}
 	if v := violations(good); len(v) != 0 {
 		t.Errorf("allowed imports reported: %q", v)
