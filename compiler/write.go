@@ -15,11 +15,16 @@ import (
 
 // File is an encoded plan.
 type File struct {
-	Node   string
-	Name   string // "<node>.json"
-	Digest string
-	Data   []byte
+	Node      string
+	Name      string // "<node>.json"
+	Digest    string
+	Data      []byte
+	Signature []byte // the detached signature of Data (plan.Sign), or nil
 }
+
+// A Signer returns the detached signature of a plan file's bytes
+// (plan.Sign with the signing key).
+type Signer func(data []byte) []byte
 
 // EncodePlans encodes plans on all CPUs, keeping their order.
 func EncodePlans(plans []*plan.NodePlan) ([]File, error) {
@@ -82,10 +87,13 @@ func StalePlans(dir string, plans []*plan.NodePlan) (Removals, error) {
 // all CPUs, each file by atomic rename (an agent watching the directory
 // never sees half a plan). Plans that the previous index listed and this
 // one does not (StalePlans) are removed; no other file is touched. It
-// returns the files it removed, which the caller should report. A plan is
+// returns the files it removed, which the caller should report. With
+// sign, each plan's signature is written beside it (plan.SignatureFile);
+// without, a signature left there by an earlier signed compile is
+// removed, since it no longer signs the plan. A plan is
 // dropped from memory once written, so a large cluster's plans are never
 // all held encoded at once.
-func WritePlans(dir, cluster string, plans []*plan.NodePlan) (removed []string, err error) {
+func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (removed []string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -103,6 +111,9 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan) (removed []string, 
 				p := plans[i]
 				data, err := plan.Encode(p)
 				if err == nil {
+					err = writeSignature(filepath.Join(dir, p.Node+".json"), data, sign)
+				}
+				if err == nil {
 					err = WriteFileAtomic(filepath.Join(dir, p.Node+".json"), data)
 				}
 				entries[i], errs[i] = plan.IndexEntry{Node: p.Node, File: p.Node + ".json", Digest: p.Digest}, err
@@ -118,7 +129,10 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan) (removed []string, 
 		return nil, err
 	}
 	for _, e := range stale.Stale {
-		err := os.Remove(filepath.Join(dir, e.File))
+		err := removeSignature(filepath.Join(dir, e.File))
+		if err == nil {
+			err = os.Remove(filepath.Join(dir, e.File))
+		}
 		switch {
 		case err == nil:
 			removed = append(removed, e.File)
@@ -132,6 +146,26 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan) (removed []string, 
 		return removed, err
 	}
 	return removed, WriteFileAtomic(filepath.Join(dir, plan.IndexFile), append(data, '\n'))
+}
+
+// writeSignature writes the signature of the plan file name, with data,
+// or removes a stale one when sign is nil. It runs before the plan is
+// renamed into place: an agent that reads the pair in between sees a
+// mismatch, refuses it, and reads the pair again once the directory is
+// quiet.
+func writeSignature(name string, data []byte, sign Signer) error {
+	if sign == nil {
+		return removeSignature(name)
+	}
+	return WriteFileAtomic(plan.SignatureFile(name), sign(data))
+}
+
+// removeSignature removes the signature of the plan file name, if any.
+func removeSignature(name string) error {
+	if err := os.Remove(plan.SignatureFile(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // WriteFileAtomic writes data to name through a temporary file in the same

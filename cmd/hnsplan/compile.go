@@ -80,6 +80,7 @@ func newCompileCmd(g *globalFlags) *cobra.Command {
 	var inventory []string
 	var outDir string
 	var updateLock, allowRemovals bool
+	var sk signKey
 	cmd := &cobra.Command{
 		Use:   "compile DIR -o OUTDIR",
 		Short: "Compile the intent into one HNS plan per Windows node",
@@ -91,11 +92,19 @@ refused, with nothing written, unless --allow-removals is given. Compiling twice
 byte-identical files.
 
 Blocks the compiler allocates are pinned by hnsplan.lock.json beside the intent;
---update-lock writes it (keeping every existing entry). Commit it.`,
+--update-lock writes it (keeping every existing entry). Commit it.
+
+--sign-key KEY signs each plan with an OpenSSH ed25519 private key: the signature is
+written beside the plan as <plan>.sig (an SSH signature, namespace hnsplan-plan), and an
+agent given --trusted-keys applies only plans signed by a key it trusts. Without
+--sign-key, signatures left by an earlier signed compile are removed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if outDir == "" {
 				return errors.New("compile needs -o OUTDIR, the directory to write the plans into")
+			}
+			if err := sk.load(); err != nil {
+				return err
 			}
 			c, err := compileDir(cmd, g, args[0], args[0], inventory, updateLock)
 			if err != nil {
@@ -109,7 +118,7 @@ Blocks the compiler allocates are pinned by hnsplan.lock.json beside the intent;
 				return err
 			}
 			out := cmd.OutOrStdout()
-			removed, err := compiler.WritePlans(outDir, c.in.Cluster.Name, c.result.Plans)
+			removed, err := compiler.WritePlans(outDir, c.in.Cluster.Name, c.result.Plans, sk.signer())
 			for _, name := range removed {
 				fmt.Fprintf(out, "%s: removed %s: its node is no longer a Windows node of the intent\n", args[0], filepath.Join(outDir, name))
 			}
@@ -120,6 +129,9 @@ Blocks the compiler allocates are pinned by hnsplan.lock.json beside the intent;
 				return &exitError{code: exitInvalid, err: err}
 			}
 			msg := fmt.Sprintf("%s: wrote %s and %s to %s", args[0], plural(len(c.result.Plans), "plan"), plan.IndexFile, outDir)
+			if fp := sk.fingerprint(); fp != "" {
+				msg += "; signed with " + fp
+			}
 			if len(removed) > 0 {
 				msg += "; removed " + plural(len(removed), "plan")
 			}
@@ -134,6 +146,7 @@ Blocks the compiler allocates are pinned by hnsplan.lock.json beside the intent;
 	cmd.Flags().StringArrayVar(&inventory, "inventory", nil, "live-state file (kubectl get ... -o yaml); repeatable")
 	cmd.Flags().BoolVar(&updateLock, "update-lock", false, "write "+intent.LockFile+" beside the intent with the allocated blocks")
 	cmd.Flags().BoolVar(&allowRemovals, "allow-removals", false, "remove the plans of more than half the nodes, if the intent really drops them")
+	sk.register(cmd)
 	return cmd
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -35,9 +36,12 @@ const (
 	publishKey       = "plan.json"      // planwatch.ConfigMapKey
 	publishPrefix    = "plan-"          // planwatch.ConfigMapName(node) = "plan-" + node
 
-	fieldManager     = "hnsplan"
-	labelManagedBy   = "app.kubernetes.io/managed-by"
-	labelNode        = "hnsplan.io/node"
+	fieldManager   = "hnsplan"
+	labelManagedBy = "app.kubernetes.io/managed-by"
+	labelNode      = "hnsplan.io/node"
+	// publishSigKey holds the plan's detached signature, when it is
+	// signed: planwatch.ConfigMapSignatureKey.
+	publishSigKey    = "plan.json.sig"
 	annotationDigest = "hnsplan.io/digest"
 
 	// maxConfigMapData is what the API server accepts in a ConfigMap's
@@ -56,6 +60,7 @@ type publishFlags struct {
 	inventory  []string
 	dryRun     bool
 	prune      bool
+	signKey    signKey
 }
 
 func newPublishCmd(g *globalFlags) *cobra.Command {
@@ -72,6 +77,12 @@ namespace is created if it is missing.
 
 DIR is an intent directory (compiled here, as compile does; --inventory applies) or a
 plan directory written by compile (index.json and <node>.json; each plan is verified).
+
+--sign-key KEY signs each plan with an OpenSSH ed25519 private key and publishes the
+signature under the key ` + publishSigKey + ` beside the plan. Without it, the signatures compile
+--sign-key wrote beside a plan directory's plans are published as they are (each checked
+to sign its plan); a plan without one is published unsigned, and an agent with trusted
+keys refuses it.
 
 The cluster is the current context of the kubeconfig (--kubeconfig, else $KUBECONFIG,
 else ~/.kube/config, else the in-cluster service account); --context picks another.
@@ -90,9 +101,15 @@ not be reached, 3 usage error.`,
 					return &exitError{code: exitUsage, err: fmt.Errorf("--kubeconfig: %v", err)}
 				}
 			}
+			if err := f.signKey.load(); err != nil {
+				return err
+			}
 			files, err := publishFiles(cmd, g, args[0], f.inventory)
 			if err != nil {
 				return err
+			}
+			if err := f.signKey.sign(args[0], files); err != nil {
+				return &exitError{code: exitInvalid, err: err}
 			}
 			if err := checkPublishable(files); err != nil {
 				return &exitError{code: exitInvalid, err: err}
@@ -113,6 +130,7 @@ not be reached, 3 usage error.`,
 	cmd.Flags().StringArrayVar(&f.inventory, "inventory", nil, "live-state file (kubectl get ... -o yaml), when DIR is an intent; repeatable")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print what would be applied; do not connect to the cluster")
 	cmd.Flags().BoolVar(&f.prune, "prune", false, "delete hnsplan's plan ConfigMaps of nodes that have no plan any more")
+	f.signKey.register(cmd)
 	return cmd
 }
 
@@ -163,7 +181,11 @@ func readPlanDir(dir string) (files []compiler.File, ok bool, err error) {
 		if err != nil {
 			return fail(fmt.Errorf("%s: %v", e.File, err))
 		}
-		files = append(files, compiler.File{Node: p.Node, Name: e.File, Digest: p.Digest, Data: data})
+		sig, err := os.ReadFile(filepath.Join(dir, plan.SignatureFile(e.File)))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fail(err)
+		}
+		files = append(files, compiler.File{Node: p.Node, Name: e.File, Digest: p.Digest, Data: data, Signature: sig})
 	}
 	return files, true, nil
 }
@@ -181,7 +203,7 @@ func checkPublishable(files []compiler.File) error {
 		if msgs := validation.IsDNS1123Subdomain(configMapName(f.Node)); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("node %s: ConfigMap name %q is invalid: %s", f.Node, configMapName(f.Node), strings.Join(msgs, "; ")))
 		}
-		if n := len(f.Data) + len(publishKey); n > maxConfigMapData {
+		if n := len(f.Data) + len(publishKey) + len(f.Signature) + len(publishSigKey); n > maxConfigMapData {
 			errs = append(errs, fmt.Errorf("the plan of node %s is %d bytes (%.2f MiB); a ConfigMap holds at most %d bytes (1 MiB): split the node's policies or publish with a file plan source",
 				f.Node, len(f.Data), float64(len(f.Data))/(1<<20), maxConfigMapData-len(publishKey)))
 		}
@@ -191,7 +213,7 @@ func checkPublishable(files []compiler.File) error {
 
 func dryRunPublish(out io.Writer, files []compiler.File, prune bool) error {
 	for _, f := range files {
-		fmt.Fprintf(out, "configmap %s/%s: would apply (%s, %d bytes)\n", publishNamespace, configMapName(f.Node), f.Digest, len(f.Data))
+		fmt.Fprintf(out, "configmap %s/%s: would apply (%s, %d bytes%s)\n", publishNamespace, configMapName(f.Node), f.Digest, len(f.Data), signedBy(f))
 	}
 	msg := fmt.Sprintf("dry run: would apply %s to namespace %s; nothing sent", plural(len(files), "ConfigMap"), publishNamespace)
 	if prune {
@@ -254,6 +276,7 @@ func publish(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface
 
 	existing := map[string]map[string]string{} // name -> annotations, of ConfigMaps holding a plan
 	existingData := map[string]string{}
+	existingSig := map[string]string{}
 	managed := map[string]bool{}
 	list, err := cs.CoreV1().ConfigMaps(publishNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -262,6 +285,7 @@ func publish(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface
 	for _, cm := range list.Items {
 		existing[cm.Name] = cm.Annotations
 		existingData[cm.Name] = cm.Data[publishKey]
+		existingSig[cm.Name] = cm.Data[publishSigKey]
 		managed[cm.Name] = cm.Labels[labelManagedBy] == "hnsplan" && strings.HasPrefix(cm.Name, publishPrefix)
 	}
 
@@ -276,17 +300,23 @@ func publish(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface
 		} else {
 			fmt.Fprintf(errOut, "hnsplan: node %s: the name is no valid label value; %s omits label %s\n", f.Node, name, labelNode)
 		}
+		// Server-side apply drops a key this manager no longer sends: an
+		// unsigned publish removes an earlier signature.
+		data := map[string]string{publishKey: string(f.Data)}
+		if f.Signature != nil {
+			data[publishSigKey] = string(f.Signature)
+		}
 		cm := corev1ac.ConfigMap(name, publishNamespace).
 			WithLabels(labels).
 			WithAnnotations(map[string]string{annotationDigest: f.Digest}).
-			WithData(map[string]string{publishKey: string(f.Data)})
+			WithData(data)
 		if _, err := cs.CoreV1().ConfigMaps(publishNamespace).Apply(ctx, cm, apply); err != nil {
 			return failed(fmt.Sprintf("apply configmap %s/%s", publishNamespace, name), err)
 		}
 		state := "created"
 		if ann, ok := existing[name]; ok {
 			state = "updated"
-			if ann[annotationDigest] == f.Digest && existingData[name] == string(f.Data) {
+			if ann[annotationDigest] == f.Digest && existingData[name] == string(f.Data) && existingSig[name] == string(f.Signature) {
 				state = "unchanged"
 			}
 		}
@@ -298,7 +328,7 @@ func publish(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface
 		default:
 			unchanged++
 		}
-		fmt.Fprintf(out, "configmap %s/%s: %s (%s)\n", publishNamespace, name, state, f.Digest)
+		fmt.Fprintf(out, "configmap %s/%s: %s (%s%s)\n", publishNamespace, name, state, f.Digest, signedBy(f))
 	}
 
 	var stale []string
