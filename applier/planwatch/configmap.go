@@ -13,6 +13,8 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
 // Where hnsplan publish puts each node's plan and where the agent looks for
@@ -23,6 +25,10 @@ const (
 	ConfigMapNamespace = "hnsplan-system"
 	ConfigMapKey       = "plan.json"
 )
+
+// ConfigMapSignatureKey is the data key of the plan's detached signature
+// (hnsplan publish --sign-key), named as a signature file is named.
+var ConfigMapSignatureKey = plan.SignatureFile(ConfigMapKey)
 
 // ConfigMapName returns the name of the ConfigMap that holds node's plan.
 func ConfigMapName(node string) string { return "plan-" + node }
@@ -50,6 +56,9 @@ type ConfigMap struct {
 	// that sends nothing when nothing changed. Zero means DefaultResync;
 	// negative disables it.
 	Resync time.Duration
+	// Trust, if set, requires the plan to be signed by one of its keys;
+	// the signature is read from the data key ConfigMapSignatureKey.
+	Trust *Trust
 }
 
 var _ Source = (*ConfigMap)(nil)
@@ -117,7 +126,8 @@ func (c *ConfigMap) Run(ctx context.Context, updates chan<- Update) error {
 		}
 	}()
 
-	e := &emitter{node: c.Node, source: "configmap " + key, what: "the ConfigMap", updates: updates}
+	e := &emitter{node: c.Node, source: "configmap " + key, what: "the ConfigMap", updates: updates,
+		trust: c.Trust, sigName: "its data key " + ConfigMapSignatureKey}
 	for {
 		select {
 		case <-ctx.Done():
@@ -132,6 +142,13 @@ func (c *ConfigMap) Run(ctx context.Context, updates chan<- Update) error {
 			}
 		case <-synced:
 			synced = nil // from now on, the store is the truth
+			if err := c.look(ctx, e, inf.GetStore(), key); err != nil {
+				return err
+			}
+		case <-c.Trust.changes():
+			if synced != nil {
+				continue
+			}
 			if err := c.look(ctx, e, inf.GetStore(), key); err != nil {
 				return err
 			}
@@ -175,7 +192,11 @@ func (c *ConfigMap) look(ctx context.Context, e *emitter, store cache.Store, key
 			ErrNoKey, orNone(keys), ConfigMapKey)
 		return e.reject(ctx, nil, ErrNoKey, msg)
 	}
-	return e.data(ctx, []byte(data))
+	var sig []byte
+	if s, ok := cm.Data[ConfigMapSignatureKey]; ok {
+		sig = []byte(s)
+	}
+	return e.data(ctx, []byte(data), sig)
 }
 
 func orNone(s []string) string {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
 // Defaults for a File's zero fields.
@@ -50,6 +53,10 @@ type File struct {
 	// event was missed (an overflowed queue, a network filesystem). Zero
 	// means DefaultResync; negative disables it.
 	Resync time.Duration
+	// Trust, if set, requires the plan to be signed by one of its keys;
+	// the signature is read from plan.SignatureFile(Path), which compile
+	// --sign-key writes beside the plan.
+	Trust *Trust
 }
 
 var _ Source = (*File)(nil)
@@ -81,7 +88,7 @@ func (f *File) Run(ctx context.Context, updates chan<- Update) error {
 	}
 	watching := true
 
-	e := &emitter{node: f.Node, source: path, what: "the file", updates: updates}
+	e := &emitter{node: f.Node, source: path, what: "the file", updates: updates, trust: f.Trust, sigName: plan.SignatureFile(path)}
 	// timer fires debounce after the last event, or when a failed read is
 	// due for a retry; stopped while idle.
 	timer := time.NewTimer(debounce)
@@ -135,6 +142,10 @@ func (f *File) Run(ctx context.Context, updates chan<- Update) error {
 			if err := read(); err != nil {
 				return err
 			}
+		case <-f.Trust.changes():
+			if err := read(); err != nil {
+				return err
+			}
 		case <-tick:
 			if !watching {
 				// A directory that comes back is a new one; watch it again.
@@ -168,5 +179,26 @@ func (f *File) read(ctx context.Context, e *emitter, path string) (failed bool, 
 		// may pass without another event.
 		return true, e.reject(ctx, nil, err, fmt.Sprintf("cannot read the file: %v", err))
 	}
-	return false, e.data(ctx, raw)
+	sig, err := ReadSignatureFile(plan.SignatureFile(path))
+	if err != nil {
+		return true, e.reject(ctx, raw, err, fmt.Sprintf("cannot read the plan's signature: %v", err))
+	}
+	return false, e.data(ctx, raw, sig)
+}
+
+// ReadSignatureFile reads a detached signature file, nil if there is
+// none; one too large to be a signature is an error, not read whole.
+func ReadSignatureFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sig, err := io.ReadAll(io.LimitReader(f, plan.MaxSignatureSize+1))
+	if err == nil && len(sig) > plan.MaxSignatureSize {
+		err = fmt.Errorf("%s is larger than %d bytes: not a signature", path, plan.MaxSignatureSize)
+	}
+	return sig, err
 }

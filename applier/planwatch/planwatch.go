@@ -38,9 +38,13 @@ type Update struct {
 	// Source names where the update came from: the file's path, or
 	// "configmap hnsplan-system/plan-<node>".
 	Source string
+	// Signer is the trusted key that signed the plan, its fingerprint
+	// and comment; "" when the source has no Trust.
+	Signer string
 	// Err is a *Error saying why nothing was delivered: errors.Is(Err,
 	// ErrAbsent) when nothing is published, or a wrapped *plan.DecodeError
-	// (errors.Is(Err, plan.ErrDigest), ...) or *plan.ValidationError
+	// (errors.Is(Err, plan.ErrDigest), ...), *plan.SignatureError
+	// (errors.Is(Err, plan.ErrUnsigned), ...) or *plan.ValidationError
 	// (errors.Is(Err, plan.ErrInvalid)) when what is published was
 	// rejected.
 	Err error
@@ -97,12 +101,19 @@ type emitter struct {
 	last    string // key of the last Update sent; "" before the first
 	good    bool   // a plan has been sent: a later absence keeps it
 	existed bool   // the file or ConfigMap has been seen: its absence is a removal
+	trust   *Trust // nil: plans need no signature
+	sigName string // where the signature is read from, for messages
 }
 
-// data verifies raw, checks its meaning (plan.Validate: whoever wrote a
-// plan, the agent applies none that is hostile or nonsensical), and sends
-// the plan or the rejection.
-func (e *emitter) data(ctx context.Context, raw []byte) error {
+// data verifies raw's signature sig (with a Trust: who made the plan, before
+// anything in it is believed), verifies raw itself, checks its meaning
+// (plan.Validate: whoever wrote a plan, the agent applies none that is
+// hostile or nonsensical), and sends the plan or the rejection.
+func (e *emitter) data(ctx context.Context, raw, sig []byte) error {
+	signer, err := e.trust.verify(raw, sig)
+	if err != nil {
+		return e.reject(ctx, raw, err, e.signatureMsg(sig, err))
+	}
 	p, err := plan.Decode(raw, e.node)
 	if err == nil {
 		err = plan.Validate(p)
@@ -110,7 +121,7 @@ func (e *emitter) data(ctx context.Context, raw []byte) error {
 	if err != nil {
 		return e.reject(ctx, raw, err, e.decodeMsg(raw, err))
 	}
-	if err := e.send(ctx, "plan "+p.Digest, Update{Plan: p, Raw: raw, Source: e.source}); err != nil {
+	if err := e.send(ctx, "plan "+p.Digest+" "+signer, Update{Plan: p, Raw: raw, Source: e.source, Signer: signer}); err != nil {
 		return err
 	}
 	e.good = true
@@ -148,6 +159,34 @@ func (e *emitter) send(ctx context.Context, key string, u Update) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// signatureMsg words a refused signature.
+func (e *emitter) signatureMsg(_ []byte, err error) string { return SignatureRefusal(err, e.sigName) }
+
+// SignatureRefusal words a plan refused for its signature (a
+// *plan.SignatureError, which names the keys trusted) for the operator:
+// what is wrong, then what to do. sigName says where the signature was
+// looked for.
+func SignatureRefusal(err error, sigName string) string {
+	var se *plan.SignatureError
+	if !errors.As(err, &se) {
+		return fmt.Sprintf("refused: %v", err)
+	}
+	head, trusted := se.Err.Error(), "; trusted keys: "+se.Trusted.String()
+	switch {
+	case errors.Is(err, plan.ErrNoTrustedKeys):
+		return fmt.Sprintf("refused: %s: no plan is applied until a trusted key is configured", head)
+	case errors.Is(err, plan.ErrUnsigned):
+		return fmt.Sprintf("refused: %s (no signature in %s)%s: sign it with hnsplan compile --sign-key or hnsplan publish --sign-key", head, sigName, trusted)
+	case errors.Is(err, plan.ErrUntrustedSigner):
+		return fmt.Sprintf("refused: %s (%s)%s: sign it with a trusted key, or add the signer's public key to the trusted keys if it is yours", head, se.Signer, trusted)
+	}
+	by := ""
+	if se.Signer != "" {
+		by = "signed by " + se.Signer + ", "
+	}
+	return fmt.Sprintf("refused: %s (%ssignature %s)%s: compile and sign the plan again; if nobody did, someone changed it", head, by, sigName, trusted)
 }
 
 // decodeMsg words a plan.Decode error for the operator who has to fix it:
