@@ -69,9 +69,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func newApplyCmd() *cobra.Command {
 	var once, dryRun, simulateCNI bool
-	var planFile, hnsFlag, node, stateDir string
+	var planFile, hnsFlag, node, stateDir, trustedKeys string
 	cmd := &cobra.Command{
-		Use:   "apply --once --plan FILE [--dry-run] [--hns mem[:state.json]] [--state-dir DIR]",
+		Use:   "apply --once --plan FILE [--trusted-keys FILE] [--dry-run] [--hns mem[:state.json]] [--state-dir DIR]",
 		Short: "Apply a plan file to HNS once: print the ops, apply them, print the result",
 		Long: `apply reads a plan file, verifies it (format, node, digest) and its meaning
 (plan.Validate: network type, VNI, routes, ACLs, sizes), compares it with what
@@ -87,6 +87,11 @@ replace left unfinished (a crash, a kill) is resumed by the next apply or run.
 The state directory (--state-dir) holds the replace journal and the record of the
 network the agent owns (so a renamed network is replaced, not doubled); it is locked
 while apply or run works on it, so two agents never act on one node at once.
+
+With --trusted-keys FILE (OpenSSH ed25519 public keys, one a line) the plan must be
+signed by one of them: its signature FILE.sig (hnsplan compile --sign-key) is checked
+before anything in the plan is believed, and a plan unsigned or signed by another key
+is refused (exit 1, naming the plan and the keys trusted).
 
 --hns mem is the in-memory HNS (mem:FILE keeps its state in FILE between runs, and its
 state directory defaults to FILE.d); on Windows the default is the host's HNS.
@@ -106,6 +111,15 @@ so that their ACLs can be applied.`,
 			}
 			if node == "" {
 				node = hostName()
+			}
+			if trustedKeys != "" {
+				ring, err := readTrustedKeys(trustedKeys)
+				if err != nil {
+					return err
+				}
+				if err := verifySigned(cmd.OutOrStdout(), planFile, data, ring); err != nil {
+					return err
+				}
 			}
 			p, err := plan.Decode(data, node)
 			if err == nil {
@@ -153,6 +167,7 @@ so that their ACLs can be applied.`,
 	cmd.Flags().StringVar(&node, "node", "", "this node's name (default: the host name, lower case)")
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", stateDirHelp)
 	cmd.Flags().BoolVar(&simulateCNI, "simulate-cni", false, "with --hns mem: create the plan's pod endpoints first, as the CNI would")
+	cmd.Flags().StringVar(&trustedKeys, "trusted-keys", "", trustedKeysHelp)
 	return cmd
 }
 

@@ -45,8 +45,9 @@ const serviceName = "hnsplan-agent"
 // runFlags are the service's settings (`run`, and what `install` passes).
 type runFlags struct {
 	node, planFile, planSource, kubeconfig, hns, listen, stateDir string
+	trustedKeys                                                   string
 	resync, drainTimeout, gcGrace                                 time.Duration
-	untilConverged, simulateCNI                                   bool
+	untilConverged, simulateCNI, trustedKeysCM                    bool
 
 	client hns.Client // tests: this HNS instead of --hns
 }
@@ -65,6 +66,8 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.gcGrace, "gc-grace", 10*time.Minute, "how long a pod endpoint no pod explains is left before it is removed (needs a cluster)")
 	fl.BoolVar(&f.untilConverged, "until-converged", false, "exit 0 once HNS matches the plan (demos, scripts)")
 	fl.BoolVar(&f.simulateCNI, "simulate-cni", false, "with --hns mem: network the plan's pods as the CNI would")
+	fl.StringVar(&f.trustedKeys, "trusted-keys", "", trustedKeysHelp)
+	fl.BoolVar(&f.trustedKeysCM, "trusted-keys-configmap", false, trustedKeysCMHelp)
 }
 
 func newRunCmd() *cobra.Command {
@@ -108,6 +111,7 @@ type agentStatus struct {
 	Pending []string `json:"pending,omitempty"`
 	Planned string   `json:"planSource,omitempty"`
 	Reject  string   `json:"rejected,omitempty"` // the last plan refused, why
+	Signer  string   `json:"signedBy,omitempty"` // the trusted key that signed the plan in force
 }
 
 func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error {
@@ -270,11 +274,18 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 	errc := make(chan error, 4)
 	goFn := func(fn func()) { wg.Add(1); go func() { defer wg.Done(); fn() }() }
 
-	// The plan source: only verified plans reach the reconciler.
-	var src planwatch.Source = &planwatch.File{Path: f.planFile, Node: f.node}
+	// The plan source: only verified plans reach the reconciler, and with
+	// trusted keys only signed ones.
+	trust, err := startTrust(ctx, f, log, cs, kc, goFn)
+	if err != nil {
+		cancel()
+		wg.Wait()
+		return err
+	}
+	var src planwatch.Source = &planwatch.File{Path: f.planFile, Node: f.node, Trust: trust}
 	srcName := f.planFile
 	if f.planSource == "configmap" {
-		src, srcName = &planwatch.ConfigMap{Client: cs, Node: f.node}, "configmap "+planwatch.ConfigMapNamespace+"/"+planwatch.ConfigMapName(f.node)
+		src, srcName = &planwatch.ConfigMap{Client: cs, Node: f.node, Trust: trust}, "configmap "+planwatch.ConfigMapNamespace+"/"+planwatch.ConfigMapName(f.node)
 	}
 	updates := make(chan planwatch.Update)
 	goFn(func() {
@@ -294,14 +305,23 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 					st.Reject = u.Err.Error()
 					mu.Unlock()
 					log.Warn("plan not applied; the last good plan stays", "source", u.Source, "err", u.Err)
-					if kc != nil && !errors.Is(u.Err, planwatch.ErrAbsent) {
+					var se *plan.SignatureError
+					switch {
+					case kc == nil || errors.Is(u.Err, planwatch.ErrAbsent):
+					case errors.As(u.Err, &se):
+						// Its own reason: someone may be trying to
+						// apply a plan nobody trusted signed.
+						kc.Event("Warning", "PlanSignatureRejected", u.Err.Error())
+					default:
 						kc.Event("Warning", "PlanRejected", u.Err.Error())
 					}
 					continue
 				}
-				st.Reject, st.Plan = "", u.Plan.Digest
+				st.Reject, st.Plan, st.Signer = "", u.Plan.Digest, u.Signer
 				mu.Unlock()
-				log.Info("plan", "digest", u.Plan.Digest, "source", u.Source)
+				// The digest and signer of every plan taken: a replayed
+				// older plan, validly signed, shows here as an old digest.
+				log.Info("plan", "digest", u.Plan.Digest, "source", u.Source, "signedBy", u.Signer)
 				r.SetPlan(u.Plan)
 				loop.Trigger()
 			}
