@@ -22,6 +22,7 @@ import (
 	"github.com/hnsplan/hnsplan/applier/statedir"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 	"github.com/hnsplan/hnsplan/internal/buildinfo"
+	"github.com/hnsplan/hnsplan/internal/crash"
 )
 
 const (
@@ -39,7 +40,12 @@ type exitError struct {
 func (e *exitError) Error() string { return fmt.Sprint(e.err) }
 func (e *exitError) Unwrap() error { return e.err }
 
-func run(args []string, stdout, stderr io.Writer) int {
+// run executes the CLI with args and returns the process exit code. A
+// panic of the command's goroutine is an internal error, exit 1, never the
+// runtime's 2; the goroutines the agent starts itself exit 1 the same way
+// (crash.Goroutine in run.go and service_windows.go).
+func run(args []string, stdout, stderr io.Writer) (code int) {
+	defer crash.Guard("hnsplan-agent", stderr, &code)
 	root := &cobra.Command{
 		Use:           "hnsplan-agent",
 		Short:         "Converge this Windows node's HNS to its hnsplan plan",

@@ -37,6 +37,7 @@ import (
 	"github.com/hnsplan/hnsplan/applier/statedir"
 	"github.com/hnsplan/hnsplan/compiler/acl"
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/internal/crash"
 )
 
 // serviceName is the Windows service's name.
@@ -272,7 +273,10 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 	defer cancel()
 	var wg sync.WaitGroup
 	errc := make(chan error, 4)
-	goFn := func(fn func()) { wg.Add(1); go func() { defer wg.Done(); fn() }() }
+	goFn := func(fn func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); defer crash.Goroutine("hnsplan-agent"); fn() }()
+	}
 
 	// The plan source: only verified plans reach the reconciler, and with
 	// trusted keys only signed ones.

@@ -17,6 +17,8 @@ import (
 	"golang.org/x/sys/windows/svc"
 	"golang.org/x/sys/windows/svc/eventlog"
 	"golang.org/x/sys/windows/svc/mgr"
+
+	"github.com/hnsplan/hnsplan/internal/crash"
 )
 
 // stopWaitHint is how long the service tells the service control manager
@@ -93,7 +95,7 @@ func (h *serviceHandler) Execute(_ []string, requests <-chan svc.ChangeRequest, 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- h.run(ctx) }()
+	go func() { defer crash.Goroutine(h.name); done <- h.run(ctx) }()
 	status <- svc.Status{State: svc.Running, Accepts: accepts}
 	h.info(eventStart, h.name+" started")
 

@@ -17,6 +17,7 @@ import (
 	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
 	"github.com/hnsplan/hnsplan/internal/buildinfo"
+	"github.com/hnsplan/hnsplan/internal/crash"
 	"github.com/hnsplan/hnsplan/policies"
 	"github.com/hnsplan/hnsplan/schema"
 )
@@ -45,7 +46,15 @@ func (e *exitError) Error() string {
 
 // run executes the CLI with args and returns the process exit code.
 func run(args []string, stdout, stderr io.Writer) int {
-	root := newRoot(stdout, stderr)
+	return execute(newRoot(stdout, stderr), args, stderr)
+}
+
+// execute runs root with args. A panic of the command (this goroutine;
+// the compiler's worker goroutines return theirs as errors, see
+// internal/crash) is an internal error, exit 1: never the runtime's
+// exit 2, which diff --detailed-exitcode reads as "changes found".
+func execute(root *cobra.Command, args []string, stderr io.Writer) (code int) {
+	defer crash.Guard("hnsplan", stderr, &code)
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
