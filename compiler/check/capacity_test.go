@@ -80,3 +80,14 @@ func mustJSON(t *testing.T, data []byte, v any) {
 		t.Fatal(err)
 	}
 }
+
+// TestUsableAddrsOutOfRange: a blockSize longer than the address (the
+// loader reports it, and the rules still run) has no address; it used to
+// shift by a negative amount and panic.
+func TestUsableAddrsOutOfRange(t *testing.T) {
+	for _, c := range []struct{ bits, size int }{{32, 33}, {32, 128}, {128, 129}, {32, 1 << 20}} {
+		if got := check.UsableAddrs(c.bits, c.size); got != 0 {
+			t.Errorf("UsableAddrs(%d, %d) = %d, want 0", c.bits, c.size, got)
+		}
+	}
+}

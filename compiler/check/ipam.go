@@ -22,8 +22,13 @@ func maxWindowsBlockSize(p netip.Prefix) int { return p.Addr().BitLen() - 3 }
 
 // UsableAddrs returns the pod addresses of one Windows block of the given
 // size: 2^(bits−blockSize) − 4, or 0. It saturates for huge IPv6 blocks.
+// A blockSize longer than the address (the loader reports it; the rules
+// still run, to report everything at once) has no address.
 func UsableAddrs(bitLen, blockSize int) int64 {
 	host := bitLen - blockSize
+	if host < 0 {
+		return 0
+	}
 	if host >= 62 {
 		return 1 << 62
 	}
@@ -57,6 +62,9 @@ func ipam(x *checker) {
 			"Calico IPAM with Windows nodes needs strictAffinity true: Windows nodes can neither borrow addresses from nor lend them to other nodes' blocks")
 	}
 	for _, p := range x.WindowsPools {
+		if p.BlockSize > p.CIDR.Addr().BitLen() {
+			continue // not a prefix length of the pool's family: the loader's schema error says so
+		}
 		if lim := maxWindowsBlockSize(p.CIDR); p.BlockSize > lim {
 			x.report("block-size-windows", "", []any{"pools", p.Name, "blockSize"},
 				"pool %q: blockSize %d leaves no usable address on Windows nodes (%s): 4 addresses of every block are reserved; use a blockSize of at most %d",
@@ -95,6 +103,9 @@ func ipam(x *checker) {
 		}
 		// The smallest block among the node's pools bounds its pods.
 		small := slices.MaxFunc(pools, func(a, b *topology.Pool) int { return a.BlockSize - b.BlockSize })
+		if small.BlockSize > small.CIDR.Addr().BitLen() {
+			continue // no block size at all: the loader's schema error says so
+		}
 		usable := UsableAddrs(small.CIDR.Addr().BitLen(), small.BlockSize)
 		if x.c.Windows.UseSingleNetwork {
 			maxPods, at, how := n.MaxPods, []any{"nodes", n.Name, "maxPods"}, ""

@@ -168,7 +168,7 @@ func decodeCluster(data []byte, src *source, errs *diag.List, partial bool) *Clu
 			NATOutgoing: wp.NATOutgoing, NodeSelector: wp.NodeSelector, Disabled: wp.Disabled}
 		if p.CIDR.IsValid() && !(partial && p.BlockSize == 0) {
 			if bits := p.CIDR.Addr().BitLen(); p.BlockSize > bits {
-				errs.Errorf(RuleSchema, c.Pos("pools", name, "blockSize"), cuePath([]any{"pools", name, "blockSize"}), "blockSize %d is longer than an IPv%d address (%d bits)", p.BlockSize, map[int]int{32: 4, 128: 6}[bits], bits)
+				errs.Errorf(RuleSchema, c.Pos("pools", name, "blockSize"), cuePath([]any{"pools", name, "blockSize"}), "blockSize %d is not a prefix length of an IPv%d pool: an IPv%[2]d address has %d bits, so blockSize is %d to %[3]d (26 for a /26 block)", p.BlockSize, map[int]int{32: 4, 128: 6}[bits], bits, p.CIDR.Bits())
 			} else if p.BlockSize < p.CIDR.Bits() {
 				errs.Errorf(RuleSchema, c.Pos("pools", name, "blockSize"), cuePath([]any{"pools", name, "blockSize"}), "blockSize %d makes blocks larger than the pool %s; use a blockSize of at least %d", p.BlockSize, p.CIDR, p.CIDR.Bits())
 			}
