@@ -8,15 +8,17 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/internal/crash"
 )
 
 // File is an encoded plan.
 type File struct {
 	Node      string
-	Name      string // "<node>.json"
+	Name      string // plan.FileName(Node)
 	Digest    string
 	Data      []byte
 	Signature []byte // the detached signature of Data (plan.Sign), or nil
@@ -35,8 +37,11 @@ func EncodePlans(plans []*plan.NodePlan) ([]File, error) {
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for i := range next {
-				data, err := plan.Encode(plans[i])
-				files[i], errs[i] = File{Node: plans[i].Node, Name: plans[i].Node + ".json", Digest: plans[i].Digest, Data: data}, err
+				func() {
+					defer crash.Capture(&errs[i])
+					data, err := plan.Encode(plans[i])
+					files[i], errs[i] = File{Node: plans[i].Node, Name: plan.FileName(plans[i].Node), Digest: plans[i].Digest, Data: data}, err
+				}()
 			}
 		})
 	}
@@ -52,49 +57,167 @@ func EncodePlans(plans []*plan.NodePlan) ([]File, error) {
 type Removals struct {
 	Existing int               // plans the previous index lists
 	Stale    []plan.IndexEntry // those whose node has no plan now, in index order
+	// Legacy is set when the previous index is plan.LegacyIndexFile, which
+	// WritePlans replaces by plan.IndexFile.
+	Legacy bool
 }
 
 // StalePlans reads the index in dir (if any) and returns which of the plans
 // it lists are not among plans: the files WritePlans would remove. A
 // missing or unreadable index, or one that is not a plan index, lists none:
-// WritePlans then removes nothing. Only entries that name a file directly
-// in dir count; WritePlans never removes anything else.
+// WritePlans then removes nothing. An entry counts only if it names a plan
+// file as compile writes them (plan.IndexEntry.IsPlanFile: "<node>.json",
+// directly in dir) and that file is a regular file holding the plan of
+// that node: a stale or crafted index can make compile remove nothing
+// else (not README.md, not go.mod, not "..").
 func StalePlans(dir string, plans []*plan.NodePlan) (Removals, error) {
-	old, err := os.ReadFile(filepath.Join(dir, plan.IndexFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return Removals{}, nil
-	} else if err != nil {
-		return Removals{}, err
-	}
-	var prev plan.Index
-	if json.Unmarshal(old, &prev) != nil || prev.Kind != plan.IndexKind {
+	prev, name, err := readIndex(dir)
+	if err != nil || name == "" {
 		return Removals{}, nil
 	}
 	keep := map[string]bool{}
 	for _, p := range plans {
-		keep[p.Node+".json"] = true
+		keep[p.Node] = true
 	}
-	r := Removals{Existing: len(prev.Plans)}
+	r := Removals{Existing: len(prev.Plans), Legacy: name == plan.LegacyIndexFile}
 	for _, e := range prev.Plans {
-		if name := filepath.Base(e.File); !keep[name] && name == e.File {
+		if !keep[e.Node] && e.IsPlanFile() && isPlanOf(filepath.Join(dir, e.File), e.Node) {
 			r.Stale = append(r.Stale, e)
 		}
 	}
 	return r, nil
 }
 
-// WritePlans encodes plans and writes them with their index into dir, on
-// all CPUs, each file by atomic rename (an agent watching the directory
-// never sees half a plan). Plans that the previous index listed and this
-// one does not (StalePlans) are removed; no other file is touched. It
-// returns the files it removed, which the caller should report. With
-// sign, each plan's signature is written beside it (plan.SignatureFile);
-// without, a signature left there by an earlier signed compile is
-// removed, since it no longer signs the plan. A plan is
-// dropped from memory once written, so a large cluster's plans are never
-// all held encoded at once.
+// readIndex reads the index of dir: plan.IndexFile, else the legacy
+// plan.LegacyIndexFile if it is a plan index (in a directory that has
+// IndexFile, "index.json" is the plan of a node named "index"). name is
+// "" when dir has neither. An IndexFile that is not a plan index is an
+// error.
+func readIndex(dir string) (idx plan.Index, name string, err error) {
+	for _, name := range []string{plan.IndexFile, plan.LegacyIndexFile} {
+		path := filepath.Join(dir, name)
+		data, err := readRegular(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return idx, name, err
+		}
+		if json.Unmarshal(data, &idx) != nil || idx.Kind != plan.IndexKind {
+			if name == plan.LegacyIndexFile {
+				continue
+			}
+			return idx, name, fmt.Errorf("%s is not a plan index (kind %s)", path, plan.IndexKind)
+		}
+		return idx, name, nil
+	}
+	return plan.Index{}, "", nil
+}
+
+// readRegular reads path, a regular file directly in its directory (not a
+// symlink, which could lead out of it), of at most plan.MaxSize bytes.
+func readRegular(path string) ([]byte, error) {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s): a plan directory holds only the files compile writes", path, st.Mode().Type())
+	}
+	return plan.ReadFile(path, plan.MaxSize)
+}
+
+// isPlanOf reports whether path is a regular file holding a NodePlan of
+// node.
+func isPlanOf(path, node string) bool {
+	data, err := readRegular(path)
+	if err != nil {
+		return false
+	}
+	var head struct{ Kind, Node string }
+	return json.Unmarshal(data, &head) == nil && head.Kind == plan.Kind && head.Node == node
+}
+
+// Temporary files of WritePlans are ".hnsplan-<digits>.tmp": a fixed
+// length whatever the node's name, and starting with '.', which no node
+// name (so no plan file) does. A compile removes those a killed one left.
+const (
+	tempPrefix = ".hnsplan-"
+	tempSuffix = ".tmp"
+)
+
+func isTempName(name string) bool {
+	mid, ok := strings.CutPrefix(name, tempPrefix)
+	if mid, ok = strings.CutSuffix(mid, tempSuffix); !ok || mid == "" {
+		return false
+	}
+	return strings.Trim(mid, "0123456789") == ""
+}
+
+// removeTemps removes the temporary files a killed WritePlans left in dir:
+// regular files named by its own pattern, and nothing else. Concurrent
+// compiles into one directory are not supported (their indexes race too).
+func removeTemps(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Type().IsRegular() && isTempName(e.Name()) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeTemp writes data to a new temporary file in dir and returns its
+// name.
+func writeTemp(dir string, data []byte) (string, error) {
+	f, err := os.CreateTemp(dir, tempPrefix+"*"+tempSuffix)
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// WritePlans encodes plans and writes them with their index into dir, all
+// or nothing: every plan is first written to a temporary file, on all
+// CPUs, and only when all are written are they renamed into place, each
+// by atomic rename (an agent watching the directory never sees half a
+// plan). A node name that cannot be a plan file (plan.CheckNodeName) or a
+// failed write leaves dir as it was, but for the temporary files of a
+// killed compile, which every WritePlans removes first. Then the plans
+// that the previous index listed and this one does not (StalePlans) are
+// removed, and the index written; no other file is touched. It returns the
+// files it removed, which the caller should report. With sign, each plan's
+// signature is written beside it (plan.SignatureFile), in the same all or
+// nothing way and renamed into place before its plan; without, a signature
+// left there by an earlier signed compile is removed, since it no longer
+// signs the plan. A plan is dropped from memory once written, so a large
+// cluster's plans are never all held encoded at once.
 func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (removed []string, err error) {
+	for _, p := range plans {
+		if err := plan.CheckNodeName(p.Node); err != nil {
+			return nil, fmt.Errorf("no plan written to %s: %w", dir, err)
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := removeTemps(dir); err != nil {
 		return nil, err
 	}
 	stale, err := StalePlans(dir, plans)
@@ -102,21 +225,26 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 		return nil, err
 	}
 	entries := make([]plan.IndexEntry, len(plans))
+	temps := make([]string, len(plans))
+	sigTemps := make([]string, len(plans))
 	errs := make([]error, len(plans))
 	var wg sync.WaitGroup
 	next := make(chan int)
 	for range runtime.GOMAXPROCS(0) + 2 { // +2: overlap encoding with I/O
 		wg.Go(func() {
 			for i := range next {
-				p := plans[i]
-				data, err := plan.Encode(p)
-				if err == nil {
-					err = writeSignature(filepath.Join(dir, p.Node+".json"), data, sign)
-				}
-				if err == nil {
-					err = WriteFileAtomic(filepath.Join(dir, p.Node+".json"), data)
-				}
-				entries[i], errs[i] = plan.IndexEntry{Node: p.Node, File: p.Node + ".json", Digest: p.Digest}, err
+				func() {
+					defer crash.Capture(&errs[i])
+					p := plans[i]
+					data, err := plan.Encode(p)
+					if err == nil && sign != nil {
+						sigTemps[i], err = writeTemp(dir, sign(data))
+					}
+					if err == nil {
+						temps[i], err = writeTemp(dir, data)
+					}
+					entries[i], errs[i] = plan.IndexEntry{Node: p.Node, File: plan.FileName(p.Node), Digest: p.Digest}, err
+				}()
 			}
 		})
 	}
@@ -125,8 +253,34 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 	}
 	close(next)
 	wg.Wait()
+	dropTemps := func(from int) {
+		for _, t := range append(temps[from:], sigTemps[from:]...) {
+			if t != "" {
+				os.Remove(t)
+			}
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		dropTemps(0)
+		return nil, fmt.Errorf("no plan written to %s: %w", dir, err)
+	}
+	for i, e := range entries {
+		name := filepath.Join(dir, e.File)
+		// The signature first: an agent that reads the new plan finds its
+		// signature already there.
+		var err error
+		if sigTemps[i] != "" {
+			err = os.Rename(sigTemps[i], plan.SignatureFile(name))
+		} else {
+			err = removeSignature(name)
+		}
+		if err == nil {
+			err = os.Rename(temps[i], name)
+		}
+		if err != nil {
+			dropTemps(i)
+			return nil, fmt.Errorf("write %s: %w", name, err)
+		}
 	}
 	for _, e := range stale.Stale {
 		err := removeSignature(filepath.Join(dir, e.File))
@@ -145,22 +299,30 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 	if err != nil {
 		return removed, err
 	}
-	return removed, WriteFileAtomic(filepath.Join(dir, plan.IndexFile), append(data, '\n'))
-}
-
-// writeSignature writes the signature of the plan file name, with data,
-// or removes a stale one when sign is nil. It runs before the plan is
-// renamed into place: an agent that reads the pair in between sees a
-// mismatch, refuses it, and reads the pair again once the directory is
-// quiet.
-func writeSignature(name string, data []byte, sign Signer) error {
-	if sign == nil {
-		return removeSignature(name)
+	tmp, err := writeTemp(dir, append(data, '\n'))
+	if err == nil {
+		if err = os.Rename(tmp, filepath.Join(dir, plan.IndexFile)); err != nil {
+			os.Remove(tmp)
+		}
 	}
-	return WriteFileAtomic(plan.SignatureFile(name), sign(data))
+	if err != nil {
+		return removed, fmt.Errorf("write %s: %w", filepath.Join(dir, plan.IndexFile), err)
+	}
+	if stale.Legacy {
+		// The legacy index, unless a node named "index" now has its plan there.
+		if _, name, err := readIndex(dir); err == nil && name == plan.IndexFile {
+			if data, err := readRegular(filepath.Join(dir, plan.LegacyIndexFile)); err == nil {
+				var old plan.Index
+				if json.Unmarshal(data, &old) == nil && old.Kind == plan.IndexKind {
+					os.Remove(filepath.Join(dir, plan.LegacyIndexFile))
+				}
+			}
+		}
+	}
+	return removed, nil
 }
 
-// removeSignature removes the signature of the plan file name, if any.
+// removeSignature removes the signature file of the plan file name, if any.
 func removeSignature(name string) error {
 	if err := os.Remove(plan.SignatureFile(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
@@ -191,4 +353,49 @@ func WriteFileAtomic(name string, data []byte) error {
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	return nil
+}
+
+// ReadPlanDir reads the plan directory dir, as compile writes it: its
+// index (plan.IndexFile, or the legacy plan.LegacyIndexFile) and every
+// plan the index lists, each verified by plan.Decode and returned with its
+// bytes. ok is false, with no error, when dir has no index. An entry that
+// is not a plan file of dir ("<node>.json", no path, plan.CheckNodeName),
+// a plan file that is a symlink or not a regular file, larger than
+// plan.MaxSize, or that does not verify, and two entries for one node, are
+// errors: the index never leads a reader out of dir. A plan's signature
+// file (plan.SignatureFile), if there, is returned with it, read under the
+// same rules; it is not verified here.
+func ReadPlanDir(dir string) (files []File, plans []*plan.NodePlan, ok bool, err error) {
+	idx, name, err := readIndex(dir)
+	if err != nil {
+		return nil, nil, true, err
+	}
+	if name == "" {
+		return nil, nil, false, nil
+	}
+	seen := map[string]bool{}
+	for _, e := range idx.Plans {
+		if !e.IsPlanFile() {
+			return nil, nil, true, fmt.Errorf("%s: the entry of node %q names %q, which is not a plan file of this directory (<node>.json, for a Kubernetes node name)", filepath.Join(dir, name), e.Node, e.File)
+		}
+		if seen[e.Node] {
+			return nil, nil, true, fmt.Errorf("%s: node %s is listed twice", filepath.Join(dir, name), e.Node)
+		}
+		seen[e.Node] = true
+		data, err := readRegular(filepath.Join(dir, e.File))
+		if err != nil {
+			return nil, nil, true, err
+		}
+		p, err := plan.Decode(data, e.Node)
+		if err != nil {
+			return nil, nil, true, fmt.Errorf("%s: %w", filepath.Join(dir, e.File), err)
+		}
+		sig, err := readRegular(plan.SignatureFile(filepath.Join(dir, e.File)))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, true, err
+		}
+		files = append(files, File{Node: p.Node, Name: e.File, Digest: p.Digest, Data: data, Signature: sig})
+		plans = append(plans, p)
+	}
+	return files, plans, true, nil
 }

@@ -85,8 +85,10 @@ func newCompileCmd(g *globalFlags) *cobra.Command {
 		Use:   "compile DIR -o OUTDIR",
 		Short: "Compile the intent into one HNS plan per Windows node",
 		Long: `compile vets the intent in DIR and, if it has no error, writes one plan per Windows
-node (<node>.json) and index.json into OUTDIR, each by atomic rename. Plans that the
-previous index listed for nodes that are gone are removed, and each is named on stdout.
+node (<node>.json) and their index (_index.json) into OUTDIR, all or nothing: each plan is
+written to a temporary file first, and renamed into place (atomically) only when all are
+written. Plans that the previous index listed for nodes that are gone are removed, and
+each is named on stdout; compile removes no other file, whatever the index says.
 A compile that would remove more than half of the existing plans (and at least two) is
 refused, with nothing written, unless --allow-removals is given. Compiling twice gives
 byte-identical files.

@@ -3,7 +3,6 @@ package main
 import (
 	"archive/tar"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/diff"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
@@ -31,7 +31,7 @@ with the reason), which routes are added or removed, what changes for new pods, 
 endpoints get their ACLs reprogrammed.
 
 BASE and HEAD are intent directories (compiled here) or plan directories (written by
-compile, with index.json). With --base GIT-REF, BASE is DIR as it was at GIT-REF, read
+compile, with _index.json, or index.json before). With --base GIT-REF, BASE is DIR as it was at GIT-REF, read
 from git's objects without touching the work tree. --inventory adds the blast radius:
 the pods a drain evicts and the endpoints whose ACL lists change.
 
@@ -130,22 +130,9 @@ func (s side) plans(cmd *cobra.Command, g *globalFlags, inventory []string) ([]*
 // sidePlans returns one side's plans: a plan directory's, decoded and
 // verified, or an intent directory's, compiled.
 func sidePlans(cmd *cobra.Command, g *globalFlags, dir, name string, inventory []string) ([]*plan.NodePlan, error) {
-	if idx, err := os.ReadFile(filepath.Join(dir, plan.IndexFile)); err == nil {
-		var index plan.Index
-		if err := json.Unmarshal(idx, &index); err != nil || index.Kind != plan.IndexKind {
-			return nil, &exitError{code: exitInvalid, err: fmt.Errorf("%s: %s is not a plan index", name, plan.IndexFile)}
-		}
-		var plans []*plan.NodePlan
-		for _, e := range index.Plans {
-			data, err := os.ReadFile(filepath.Join(dir, e.File))
-			if err != nil {
-				return nil, &exitError{code: exitInvalid, err: fmt.Errorf("%s: %v", name, err)}
-			}
-			p, err := plan.Decode(data, e.Node)
-			if err != nil {
-				return nil, &exitError{code: exitInvalid, err: fmt.Errorf("%s: %v", name, err)}
-			}
-			plans = append(plans, p)
+	if _, plans, ok, err := compiler.ReadPlanDir(dir); ok {
+		if err != nil {
+			return nil, &exitError{code: exitInvalid, err: fmt.Errorf("%s: %v", name, err)}
 		}
 		return plans, nil
 	}

@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -22,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hnsplan/hnsplan/compiler"
-	"github.com/hnsplan/hnsplan/compiler/plan"
 	"github.com/hnsplan/hnsplan/internal/buildinfo"
 )
 
@@ -76,7 +72,7 @@ Each ConfigMap is written by server-side apply (field manager "hnsplan", forced)
 namespace is created if it is missing.
 
 DIR is an intent directory (compiled here, as compile does; --inventory applies) or a
-plan directory written by compile (index.json and <node>.json; each plan is verified).
+plan directory written by compile (_index.json and <node>.json; each plan is verified).
 
 --sign-key KEY signs each plan with an OpenSSH ed25519 private key and publishes the
 signature under the key ` + publishSigKey + ` beside the plan. Without it, the signatures compile
@@ -138,11 +134,14 @@ not be reached, 3 usage error.`,
 // as they are (each verified), or an intent directory's, compiled and
 // encoded as compile writes them.
 func publishFiles(cmd *cobra.Command, g *globalFlags, dir string, inventory []string) ([]compiler.File, error) {
-	if files, ok, err := readPlanDir(dir); ok || err != nil {
-		if err == nil && len(inventory) > 0 {
+	if files, _, ok, err := compiler.ReadPlanDir(dir); ok {
+		if err != nil {
+			return nil, &exitError{code: exitInvalid, err: fmt.Errorf("%s: %v", dir, err)}
+		}
+		if len(inventory) > 0 {
 			return nil, &exitError{code: exitUsage, err: fmt.Errorf("--inventory applies to an intent directory; %s is a plan directory", dir)}
 		}
-		return files, err
+		return files, nil
 	}
 	c, err := compileDir(cmd, g, dir, dir, inventory, false)
 	if err != nil {
@@ -153,41 +152,6 @@ func publishFiles(cmd *cobra.Command, g *globalFlags, dir string, inventory []st
 		return nil, &exitError{code: exitInvalid, err: err}
 	}
 	return files, nil
-}
-
-// readPlanDir reads a plan directory (one with index.json), as diff does,
-// keeping each plan's bytes. ok is false if dir has no index.
-func readPlanDir(dir string) (files []compiler.File, ok bool, err error) {
-	idx, err := os.ReadFile(filepath.Join(dir, plan.IndexFile))
-	if err != nil {
-		return nil, false, nil
-	}
-	fail := func(err error) ([]compiler.File, bool, error) {
-		return nil, true, &exitError{code: exitInvalid, err: fmt.Errorf("%s: %v", dir, err)}
-	}
-	var index plan.Index
-	if err := json.Unmarshal(idx, &index); err != nil || index.Kind != plan.IndexKind {
-		return fail(fmt.Errorf("%s is not a plan index", plan.IndexFile))
-	}
-	for _, e := range index.Plans {
-		if e.File != filepath.Base(e.File) || e.File == "." || e.File == ".." {
-			return fail(fmt.Errorf("%s: plan file %q of node %s is not in the directory", plan.IndexFile, e.File, e.Node))
-		}
-		data, err := os.ReadFile(filepath.Join(dir, e.File))
-		if err != nil {
-			return fail(err)
-		}
-		p, err := plan.Decode(data, e.Node)
-		if err != nil {
-			return fail(fmt.Errorf("%s: %v", e.File, err))
-		}
-		sig, err := os.ReadFile(filepath.Join(dir, plan.SignatureFile(e.File)))
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fail(err)
-		}
-		files = append(files, compiler.File{Node: p.Node, Name: e.File, Digest: p.Digest, Data: data, Signature: sig})
-	}
-	return files, true, nil
 }
 
 // checkPublishable rejects plans that cannot become ConfigMaps: too large,

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/hnsplan/hnsplan/compiler/diag"
+	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
 // wireCluster is `cluster` as CUE exports it, defaults filled in. Decoding
@@ -180,6 +181,10 @@ func decodeCluster(data []byte, src *source, errs *diag.List, partial bool) *Clu
 		wn := wc.Nodes[name]
 		if !dns1123Subdomain.MatchString(name) || len(name) > 253 {
 			errs.Errorf(RuleSchema, c.Pos("nodes", name), cuePath([]any{"nodes", name}), "node name %q must be a Kubernetes node name (DNS-1123: lower-case letters, digits, '-', '.')", name)
+		} else if err := plan.CheckNodeName(name); err != nil && wn.OS == "windows" {
+			// A Windows node gets a plan file and ConfigMap named after it:
+			// say so here, not halfway through writing the plans.
+			errs.Errorf(RuleSchema, c.Pos("nodes", name), cuePath([]any{"nodes", name}), "Windows node: %v", err)
 		}
 		n := Node{Name: name, OS: wn.OS, Interface: wn.Interface, Labels: wn.Labels, MaxPods: wn.MaxPods,
 			RouteReflector: wn.RouteReflector, SourceDestCheckDisabled: wn.SourceDestCheckDisabled,

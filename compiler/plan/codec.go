@@ -66,12 +66,15 @@ var (
 	ErrMissingDigest = errors.New("the plan has no digest")
 )
 
-// Decode reads a plan file and verifies it: a NodePlan of format major 1,
+// Decode reads a plan file and verifies it: at most MaxSize bytes, a NodePlan of format major 1,
 // for node (unless node is ""), whose digest matches its bytes. Fields it
 // does not know are ignored. A plan that fails any check is returned as a
 // *DecodeError and must not be applied.
 func Decode(data []byte, node string) (*NodePlan, error) {
 	fail := func(err error) (*NodePlan, error) { return nil, &DecodeError{Node: node, Err: err} }
+	if len(data) > MaxSize {
+		return fail(fmt.Errorf("%w: %d bytes, more than a plan's %d", ErrTooLarge, len(data), MaxSize))
+	}
 	var p NodePlan
 	if err := json.Unmarshal(data, &p); err != nil {
 		var syntax *json.SyntaxError

@@ -3,8 +3,14 @@ package plan
 // IndexKind is the value of an index's "kind".
 const IndexKind = "PlanIndex"
 
-// IndexFile is the name of the index in a plan directory.
-const IndexFile = "index.json"
+// IndexFile is the name of the index in a plan directory. It cannot be a
+// plan's file name: a node name (DNS-1123) has no '_', so no node's
+// FileName is "_index.json" (a node named "index" has "index.json").
+const IndexFile = "_index.json"
+
+// LegacyIndexFile is the index of plan directories that compiles before
+// IndexFile wrote. Readers fall back to it; compile replaces it.
+const LegacyIndexFile = "index.json"
 
 // Index lists the plans of a compiled plan directory.
 type Index struct {
