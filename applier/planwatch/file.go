@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -164,7 +163,7 @@ const maxBackoff = 30 * time.Second
 // read reads and verifies the file and sends what it found. failed says
 // the file could not be read. Its error is only ever ctx's.
 func (f *File) read(ctx context.Context, e *emitter, path string) (failed bool, err error) {
-	raw, err := os.ReadFile(path)
+	raw, err := plan.ReadFile(path, plan.MaxSize) // a FIFO or /dev/zero must not hang or fill the agent
 	if errors.Is(err, fs.ErrNotExist) {
 		why := "does not exist"
 		if e.existed {
