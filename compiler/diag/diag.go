@@ -94,6 +94,8 @@ type Finding struct {
 }
 
 // String formats f as one line: "file:line:col: error[rule]: path: message".
+// Control characters anywhere in it are escaped (Escape), and a message
+// longer than 2,000 bytes is cut: it is safe to print to a terminal.
 func (f Finding) String() string {
 	var b strings.Builder
 	if f.Pos.IsValid() {
@@ -105,8 +107,8 @@ func (f Finding) String() string {
 		b.WriteString(f.Path)
 		b.WriteString(": ")
 	}
-	b.WriteString(f.Message)
-	return b.String()
+	b.WriteString(clip(f.Message))
+	return Escape(b.String())
 }
 
 // Compare orders findings by position, then rule, path and message, so that
@@ -199,7 +201,7 @@ func (l List) WriteJSON(w io.Writer) error {
 	}{Findings: []jsonFinding{}}
 	for _, f := range l {
 		out.Findings = append(out.Findings, jsonFinding{
-			Rule: f.Rule, Severity: f.Severity, Message: f.Message, Path: f.Path, Pos: f.Pos.String(), Node: f.Node,
+			Rule: f.Rule, Severity: f.Severity, Message: clip(f.Message), Path: f.Path, Pos: f.Pos.String(), Node: f.Node,
 		})
 	}
 	enc := json.NewEncoder(w)

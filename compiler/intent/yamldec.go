@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"reflect"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -84,7 +83,7 @@ func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 		a, err := netip.ParseAddr(n.Value)
 		if err != nil {
-			d.errorf(n, path, "%q is not an IP address", n.Value)
+			d.errorf(n, path, "%s is not an IP address", diag.Excerpt(n.Value))
 			return
 		}
 		v.Set(reflect.ValueOf(a))
@@ -199,7 +198,7 @@ func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
 			hint := ""
 			if n.Kind == yaml.ScalarNode {
-				hint = fmt.Sprintf(" (quote it: %q)", n.Value)
+				hint = fmt.Sprintf(" (quote it: %s)", diag.Excerpt(n.Value))
 			}
 			d.errorf(n, path, "expected a string, found %s%s", describe(n), hint)
 			return
@@ -269,13 +268,13 @@ func parseCIDR(s string, bareAddr bool) (netip.Prefix, error) {
 	if bareAddr && !strings.Contains(s, "/") {
 		a, err := netip.ParseAddr(s)
 		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("%q is not a CIDR or an IP address", s)
+			return netip.Prefix{}, fmt.Errorf("%s is not a CIDR or an IP address", diag.Excerpt(s))
 		}
 		return netip.PrefixFrom(a, a.BitLen()), nil
 	}
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR (want e.g. \"10.244.0.0/16\")", s)
+		return netip.Prefix{}, fmt.Errorf("%s is not a CIDR (want e.g. \"10.244.0.0/16\")", diag.Excerpt(s))
 	}
 	if p.Addr().Is4In6() {
 		return netip.Prefix{}, fmt.Errorf("%q is an IPv4-mapped IPv6 CIDR; write it as IPv4", s)
@@ -292,13 +291,16 @@ func describe(n *yaml.Node) string {
 	case yaml.ScalarNode:
 		switch n.Tag {
 		case "!!str":
-			return strconv.Quote(n.Value)
+			return diag.Excerpt(n.Value)
 		case "!!null":
 			return "null"
 		}
-		return n.Value
+		if len(n.Value) <= diag.MaxExcerpt {
+			return n.Value // a number or a bool, as written
+		}
+		return diag.Excerpt(n.Value)
 	}
-	return "a YAML " + n.Tag
+	return "a YAML " + diag.Excerpt(n.Tag)
 }
 
 var fieldCache sync.Map // reflect.Type -> map[string][]int
