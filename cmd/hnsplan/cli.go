@@ -45,7 +45,10 @@ func (e *exitError) Error() string {
 }
 
 // run executes the CLI with args and returns the process exit code.
+// Everything it prints goes through a diag.Escaper: no name or message
+// from the input can put a control sequence on the user's terminal.
 func run(args []string, stdout, stderr io.Writer) int {
+	stdout, stderr = diag.NewEscaper(stdout), diag.NewEscaper(stderr)
 	return execute(newRoot(stdout, stderr), args, stderr)
 }
 
@@ -95,6 +98,7 @@ Exit codes: 0 success, 1 invalid input or failure, 2 changes found
 	root.Version = buildinfo.Get().Line("hnsplan") // --version
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.color, "color", "auto", "colour the text output: auto, always or never")
+	addLimitFlags(root)
 	root.AddCommand(newVetCmd(g), newCompileCmd(g), newPlanCmd(g), newDiffCmd(g), newMatrixCmd(g), newExplainCmd(g), newRulesCmd(g), newSchemaCmd(), newPublishCmd(g), newVersionCmd())
 	return root
 }
@@ -127,6 +131,9 @@ func (g *globalFlags) useColor(w io.Writer) bool {
 	}
 	if os.Getenv("NO_COLOR") != "" || os.Getenv("TERM") == "dumb" {
 		return false
+	}
+	if e, ok := w.(*diag.Escaper); ok {
+		w = e.Unwrap()
 	}
 	f, ok := w.(*os.File)
 	if !ok {

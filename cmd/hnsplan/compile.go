@@ -28,7 +28,7 @@ type compiled struct {
 // load reads the intent in dir with its inventory, and the rule catalog.
 // It returns an *exitError: a path that cannot be read is a usage error.
 func load(dir string, inventory []string) (*intent.Intent, diag.List, check.Catalog, error) {
-	in, findings, err := intent.Load(dir, intent.Options{Inventory: inventory})
+	in, findings, err := intent.Load(dir, inputLimits.options(inventory))
 	var pe *intent.PathError
 	if errors.As(err, &pe) {
 		return nil, nil, nil, &exitError{code: exitUsage, err: err}

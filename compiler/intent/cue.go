@@ -105,7 +105,8 @@ type cueResult struct {
 
 // loadCUE loads the one CUE package of dir and validates it against
 // #Intent, adding a finding for every error.
-func loadCUE(ctx *cue.Context, dir string, rel func(string) string, errs *diag.List) cueResult {
+func loadCUE(ctx *cue.Context, dir string, inputs *inputFiles, errs *diag.List) cueResult {
+	rel := inputs.rel
 	schemaV := ctx.CompileBytes(schema.Source, cue.Filename(schema.Filename))
 	if err := schemaV.Err(); err != nil {
 		panic("intent: embedded schema does not compile: " + err.Error())
@@ -115,6 +116,11 @@ func loadCUE(ctx *cue.Context, dir string, rel func(string) string, errs *diag.L
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		errs.Errorf(RuleLoad, diag.Pos{File: dir}, "", "%v", err)
+		return cueResult{}
+	}
+	// Before anything reads a .cue file (scanCUEFiles parses each
+	// one's package clause): a FIFO would hang it, /dev/zero fill memory.
+	if !inputs.checkCUEFiles(errs) {
 		return cueResult{}
 	}
 	files := scanCUEFiles(abs)

@@ -2,7 +2,6 @@ package intent
 
 import (
 	"fmt"
-	"os"
 	"reflect"
 
 	"go.yaml.in/yaml/v3"
@@ -15,11 +14,18 @@ import (
 // Calico BlockAffinities. Fields this version of hnsplan does not know are
 // ignored, since a newer API server adds them; other kinds are ignored with
 // a warning. A file that cannot be read is returned as an error.
+//
+// Each file is read only if it is a regular file (a symlink to one is
+// fine: the user named it) of at most DefaultMaxFileSize bytes.
 func LoadInventory(files []string, errs *diag.List) (Inventory, error) {
+	return loadInventory(files, DefaultMaxFileSize, errs)
+}
+
+func loadInventory(files []string, max int64, errs *diag.List) (Inventory, error) {
 	var inv Inventory
 	rel := relativeTo()
 	for _, name := range files {
-		data, err := os.ReadFile(name)
+		data, err := readCapped(name, max)
 		if err != nil {
 			return inv, fmt.Errorf("inventory: %w", err)
 		}
@@ -35,6 +41,9 @@ func LoadInventory(files []string, errs *diag.List) (Inventory, error) {
 func (inv *Inventory) add(obj *yaml.Node, src Source, apiVersion, kind string, errs *diag.List) {
 	src.node = nil // positions only: see Inventory
 	d := &yamlDecoder{file: src.File, rule: RuleInventory, what: src.where(), errs: errs}
+	if nameRules[kind] != nil && !checkMeta(obj, kind, d) {
+		return
+	}
 	into := func(v any) { d.decode(obj, reflect.ValueOf(v).Elem(), "") }
 	switch apiVersion + " " + kind {
 	case "v1 Pod":

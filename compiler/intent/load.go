@@ -13,6 +13,9 @@ import (
 type Options struct {
 	// Inventory lists live-state files (--inventory).
 	Inventory []string
+	// MaxFileSize bounds every file read, in bytes; 0 means
+	// DefaultMaxFileSize.
+	MaxFileSize int64
 }
 
 // A PathError is returned when the intent directory or an inventory file
@@ -38,8 +41,12 @@ func Load(dir string, opts Options) (*Intent, diag.List, error) {
 	var errs diag.List
 	rel := relativeTo()
 	in := &Intent{Dir: dir}
+	files, err := newInputFiles(dir, opts.MaxFileSize, rel)
+	if err != nil {
+		return nil, nil, &PathError{fmt.Errorf("intent directory: %w", err)}
+	}
 
-	res := loadCUE(newContext(), dir, rel, &errs)
+	res := loadCUE(newContext(), dir, files, &errs)
 	if res.ok {
 		data, err := exportJSON(res.checked)
 		if err != nil {
@@ -49,10 +56,10 @@ func Load(dir string, opts Options) (*Intent, diag.List, error) {
 			checkNodes(in.Cluster, rel(dir), &errs)
 		}
 	}
-	loadManifests(dir, rel, &in.Manifests, &errs)
-	in.Lock = readLock(dir, rel, &errs)
+	loadManifests(dir, files, &in.Manifests, &errs)
+	in.Lock = readLock(dir, files, &errs)
 	if len(opts.Inventory) > 0 {
-		inv, err := LoadInventory(opts.Inventory, &errs)
+		inv, err := loadInventory(opts.Inventory, files.max, &errs)
 		if err != nil {
 			return nil, nil, &PathError{err}
 		}

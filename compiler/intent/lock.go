@@ -45,15 +45,19 @@ func (l *Lock) PosOf(node string) diag.Pos {
 // readLock reads dir/hnsplan.lock.json. It returns nil without a finding
 // when there is no lock; a lock that cannot be read is an ipam-lock-stale
 // finding, since the fix is the same: rewrite it.
-func readLock(dir string, rel func(string) string, errs *diag.List) *Lock {
+func readLock(dir string, files *inputFiles, errs *diag.List) *Lock {
 	name := filepath.Join(dir, LockFile)
-	data, err := os.ReadFile(name)
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Lstat(name); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	pos := diag.Pos{File: rel(name), Line: 1, Col: 1}
-	if err != nil {
-		errs.Errorf("ipam-lock-stale", pos, "", "%v", err)
+	pos := diag.Pos{File: files.rel(name), Line: 1, Col: 1}
+	data, err := files.read(name)
+	var ie *InputError
+	if errors.As(err, &ie) {
+		errs.Errorf("ipam-lock-stale", pos, "", "%s", ie.Why)
+		return nil
+	} else if err != nil {
+		errs.Errorf("ipam-lock-stale", pos, "", "%v", cause(err))
 		return nil
 	}
 	l := &Lock{Pos: pos, entryPos: map[string]diag.Pos{}}

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -31,7 +31,10 @@ func skipDir(name string) bool {
 }
 
 // loadManifests reads every *.yaml and *.yml file below dir, in lexical order.
-func loadManifests(dir string, rel func(string) string, m *Manifests, errs *diag.List) {
+// Each is read through files: a regular file inside dir, of at most the
+// size limit.
+func loadManifests(dir string, files *inputFiles, m *Manifests, errs *diag.List) {
+	rel := files.rel
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			errs.Errorf(RuleManifest, diag.Pos{File: rel(path)}, "", "%v", err)
@@ -46,9 +49,13 @@ func loadManifests(dir string, rel func(string) string, m *Manifests, errs *diag
 		if ext := filepath.Ext(path); ext != ".yaml" && ext != ".yml" {
 			return nil
 		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			errs.Errorf(RuleManifest, diag.Pos{File: rel(path)}, "", "%v", err)
+		data, err := files.read(path)
+		var ie *InputError
+		if errors.As(err, &ie) {
+			errs.Errorf(RuleManifest, diag.Pos{File: rel(path)}, "", "%s", ie.Why)
+			return nil
+		} else if err != nil {
+			errs.Errorf(RuleManifest, diag.Pos{File: rel(path)}, "", "%v", cause(err))
 			return nil
 		}
 		m.Files++
@@ -68,6 +75,12 @@ var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // forEachObject calls fn for every Kubernetes object in a multi-document
 // YAML (or JSON) file, unpacking v1 Lists. Malformed documents are findings.
 func forEachObject(file string, data []byte, rule string, errs *diag.List, fn func(obj *yaml.Node, src Source, apiVersion, kind string)) {
+	// The YAML parser says "control characters are not allowed" without
+	// a line: find the character first, and say where it is.
+	if line, col, what, bad := badChar(data); bad {
+		errs.Errorf(rule, diag.Pos{File: file, Line: line, Col: col}, "", "%s: YAML allows only UTF-8 text without control characters (tab, newline and carriage return aside); remove it, or write it as an escape in a double-quoted string", what)
+		return
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for doc := 1; ; doc++ {
 		var n yaml.Node
@@ -287,4 +300,37 @@ func ReadManifests(file string, data []byte, errs *diag.List) Manifests {
 		m.add(obj, src, apiVersion, kind, errs)
 	})
 	return m
+}
+
+// badChar finds the first character that a YAML stream may not hold
+// (YAML 1.2 §5.1, c-printable): invalid UTF-8, a C0 control other than
+// tab, LF and CR, DEL, a C1 control other than NEL, U+FFFE and U+FFFF. It
+// returns its 1-based line and column (in characters) and what it is.
+func badChar(data []byte) (line, col int, what string, bad bool) {
+	line, col = 1, 1
+	for i := 0; i < len(data); {
+		c := data[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '\n':
+				line, col = line+1, 1
+			case c == '\t' || c == '\r' || (c >= 0x20 && c != 0x7f):
+				col++
+			default:
+				return line, col, fmt.Sprintf("control character %U", c), true
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(data[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			return line, col, fmt.Sprintf("invalid UTF-8 (byte 0x%02x)", c), true
+		case (r >= 0x80 && r < 0xa0 && r != 0x85) || r == 0xfffe || r == 0xffff:
+			return line, col, fmt.Sprintf("control character %U", r), true
+		}
+		col++
+		i += size
+	}
+	return 0, 0, "", false
 }

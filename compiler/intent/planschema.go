@@ -65,7 +65,7 @@ func ValidatePlan(data []byte) error {
 	return validateJSON(s.ctx, s.nodePlan, "plan", data)
 }
 
-// ValidatePlanIndex checks an index.json against #PlanIndex, like
+// ValidatePlanIndex checks a plan index (_index.json) against #PlanIndex, like
 // ValidatePlan.
 func ValidatePlanIndex(data []byte) error {
 	s := planSchema()

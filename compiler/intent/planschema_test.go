@@ -15,7 +15,7 @@ import (
 
 // The fixtures in testdata/plans are `hnsplan compile` output for the three
 // examples (examples/<name>/win-N.json, renamed <name>-win-N.json) and the
-// calico-vxlan index.json. Package intent cannot import the compiler (it
+// calico-vxlan _index.json. Package intent cannot import the compiler (it
 // imports intent), so they are copies; regenerate them with
 //
 //	go build -o /tmp/hp ./cmd/hnsplan

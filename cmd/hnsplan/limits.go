@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hnsplan/hnsplan/compiler/intent"
+)
+
+// limits bound what reading an intent may take: an intent is untrusted
+// input (a pull request, which CI vets).
+type limits struct {
+	maxFileSize byteSize
+}
+
+// inputLimits are the limits of this run, from the root's flags.
+var inputLimits limits
+
+// addLimitFlags adds the limits as persistent flags of root, at their
+// defaults.
+func addLimitFlags(root *cobra.Command) {
+	inputLimits = limits{maxFileSize: intent.DefaultMaxFileSize}
+	f := root.PersistentFlags()
+	f.Var(&inputLimits.maxFileSize, "max-file-size", "largest file of an intent or inventory read (e.g. 16MiB); larger files are errors")
+}
+
+// options are intent.Load's options for these limits.
+func (l limits) options(inventory []string) intent.Options {
+	return intent.Options{Inventory: inventory, MaxFileSize: int64(l.maxFileSize)}
+}
+
+// byteSize is a flag value in bytes, written "16MiB", "2GiB", "512KiB",
+// "1000" (bytes), or with KB/MB/GB (powers of 1000).
+type byteSize int64
+
+var byteUnits = []struct {
+	suffix string
+	size   int64
+}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+
+func (b *byteSize) Set(s string) error {
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range byteUnits {
+		if n, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(n), u.size
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return fmt.Errorf("%q is not a size: write e.g. 16MiB, 2GiB or a number of bytes", s)
+	}
+	*b = byteSize(n * mult)
+	return nil
+}
+
+func (b byteSize) String() string {
+	for _, u := range []struct {
+		suffix string
+		size   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if b > 0 && int64(b)%u.size == 0 {
+			return fmt.Sprintf("%d%s", int64(b)/u.size, u.suffix)
+		}
+	}
+	return strconv.FormatInt(int64(b), 10)
+}
+
+func (b *byteSize) Type() string { return "size" }
