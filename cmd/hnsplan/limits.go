@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,6 +15,8 @@ import (
 // input (a pull request, which CI vets).
 type limits struct {
 	maxFileSize byteSize
+	cueTimeout  time.Duration
+	cueMemory   byteSize
 }
 
 // inputLimits are the limits of this run, from the root's flags.
@@ -22,14 +25,16 @@ var inputLimits limits
 // addLimitFlags adds the limits as persistent flags of root, at their
 // defaults.
 func addLimitFlags(root *cobra.Command) {
-	inputLimits = limits{maxFileSize: intent.DefaultMaxFileSize}
+	inputLimits = limits{maxFileSize: intent.DefaultMaxFileSize, cueTimeout: intent.DefaultCUETimeout, cueMemory: intent.DefaultCUEMemory}
 	f := root.PersistentFlags()
 	f.Var(&inputLimits.maxFileSize, "max-file-size", "largest file of an intent or inventory read (e.g. 16MiB); larger files are errors")
+	f.DurationVar(&inputLimits.cueTimeout, "cue-timeout", inputLimits.cueTimeout, "longest CUE evaluation of an intent; over it, the command stops with an error")
+	f.Var(&inputLimits.cueMemory, "cue-memory", "most heap a CUE evaluation of an intent may take (e.g. 2GiB); over it, the command stops with an error")
 }
 
 // options are intent.Load's options for these limits.
 func (l limits) options(inventory []string) intent.Options {
-	return intent.Options{Inventory: inventory, MaxFileSize: int64(l.maxFileSize)}
+	return intent.Options{Inventory: inventory, MaxFileSize: int64(l.maxFileSize), CUETimeout: l.cueTimeout, CUEMemory: int64(l.cueMemory)}
 }
 
 // byteSize is a flag value in bytes, written "16MiB", "2GiB", "512KiB",

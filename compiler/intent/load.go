@@ -3,6 +3,9 @@ package intent
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"cuelang.org/go/cue"
 
@@ -16,6 +19,28 @@ type Options struct {
 	// MaxFileSize bounds every file read, in bytes; 0 means
 	// DefaultMaxFileSize.
 	MaxFileSize int64
+	// CUETimeout and CUEMemory bound the evaluation of the CUE package,
+	// in time and in bytes of heap; 0 means DefaultCUETimeout and
+	// DefaultCUEMemory. Over either, Load returns a *BudgetError, after
+	// which the process must end (see BudgetError).
+	CUETimeout time.Duration
+	CUEMemory  int64
+}
+
+// cueFinding is where a CUE evaluation over its budget is reported: the
+// package's one file, or the directory, with the files as the message.
+func cueFinding(dir string, rel func(string) string) diag.Finding {
+	names, _ := filepath.Glob(filepath.Join(dir, "*.cue"))
+	f := diag.Finding{Rule: RuleBudget, Severity: diag.Error, Pos: diag.Pos{File: rel(dir)}, Message: rel(dir)}
+	if len(names) == 1 {
+		f.Pos.File, f.Message = rel(names[0]), rel(names[0])
+	} else if len(names) > 1 {
+		for i, n := range names {
+			names[i] = rel(n)
+		}
+		f.Message = strings.Join(names, ", ")
+	}
+	return f
 }
 
 // A PathError is returned when the intent directory or an inventory file
@@ -29,7 +54,8 @@ func (e *PathError) Unwrap() error { return e.Err }
 // against the schema, and every Kubernetes manifest below it. It returns
 // the intent and every finding, sorted; the intent is usable only if the
 // findings hold no error. The error is a *PathError when dir or an
-// inventory file cannot be read.
+// inventory file cannot be read, and a *BudgetError when the CUE
+// evaluation exceeded its budget (the caller must then exit).
 func Load(dir string, opts Options) (*Intent, diag.List, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
@@ -46,15 +72,22 @@ func Load(dir string, opts Options) (*Intent, diag.List, error) {
 		return nil, nil, &PathError{fmt.Errorf("intent directory: %w", err)}
 	}
 
-	res := loadCUE(newContext(), dir, files, &errs)
-	if res.ok {
-		data, err := exportJSON(res.checked)
-		if err != nil {
-			addCUEErrors(err, RuleSchema, rel, &source{user: res.user, rel: rel}, &errs, dir)
-		} else {
-			in.Cluster = decodeCluster(data, &source{user: res.user, rel: rel}, &errs, false)
-			checkNodes(in.Cluster, rel(dir), &errs)
+	// CUE is evaluated under a budget of time and memory: a hostile
+	// intent (a pull request) must not take the CI runner with it.
+	err = opts.budget().evaluate(func() diag.Finding { return cueFinding(dir, rel) }, func() {
+		res := loadCUE(newContext(), dir, files, &errs)
+		if res.ok {
+			data, err := exportJSON(res.checked)
+			if err != nil {
+				addCUEErrors(err, RuleSchema, rel, &source{user: res.user, rel: rel}, &errs, dir)
+			} else {
+				in.Cluster = decodeCluster(data, &source{user: res.user, rel: rel}, &errs, false)
+				checkNodes(in.Cluster, rel(dir), &errs)
+			}
 		}
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	loadManifests(dir, files, &in.Manifests, &errs)
 	in.Lock = readLock(dir, files, &errs)
