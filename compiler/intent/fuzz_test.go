@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/hnsplan/hnsplan/compiler/diag"
 )
 
@@ -49,6 +51,51 @@ func FuzzCUE(f *testing.F) {
 			if !f.Pos.IsValid() {
 				t.Errorf("finding without a position: %s", f)
 			}
+		}
+	})
+}
+
+// FuzzInventory feeds arbitrary bytes to the inventory reader: no panic,
+// every finding names the file and prints without a control character,
+// and every object it keeps has names the API server would accept.
+func FuzzInventory(f *testing.F) {
+	f.Add([]byte("apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: a, namespace: x, labels: {app: web}}, status: {podIP: 192.168.0.5}, spec: {nodeName: win-1}}\n- {apiVersion: v1, kind: Node, metadata: {name: win-1, annotations: {projectcalico.org/VXLANTunnelMACAddr: '00:15:5d:00:00:01'}}}\n"))
+	f.Add([]byte("apiVersion: crd.projectcalico.org/v1\nkind: BlockAffinity\nmetadata: {name: win-1-192-168-0-0-26}\nspec: {node: win-1, cidr: 192.168.0.0/26, state: confirmed, deleted: 'false'}\n"))
+	f.Add([]byte("{\"apiVersion\": \"v1\", \"kind\": \"Namespace\", \"metadata\": {\"name\": \"\\u001b[2J\"}}\n"))
+	f.Add([]byte("apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s-1, namespace: x}\nendpoints: [{addresses: [192.168.0.5]}]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var inv Inventory
+		var errs diag.List
+		forEachObject("inv.yaml", data, RuleInventory, &errs, func(obj *yamlNode, src Source, apiVersion, kind string) {
+			inv.add(obj, src, apiVersion, kind, &errs)
+		})
+		for _, e := range errs {
+			if e.Pos.File != "inv.yaml" {
+				t.Errorf("finding without the file: %s", e)
+			}
+			if s := e.String(); strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+				t.Errorf("finding prints a control character: %q", s)
+			}
+		}
+		name := func(what, n string, rule func(string) []string) {
+			if msgs := rule(n); len(msgs) > 0 {
+				t.Errorf("kept a %s named %q: %v", what, n, msgs)
+			}
+		}
+		for _, p := range inv.Pods {
+			name("Pod", p.Name, validation.IsDNS1123Subdomain)
+			if p.Namespace != "" {
+				name("Pod namespace", p.Namespace, validation.IsDNS1123Label)
+			}
+		}
+		for _, n := range inv.Namespaces {
+			name("Namespace", n.Name, validation.IsDNS1123Label)
+		}
+		for _, n := range inv.Nodes {
+			name("Node", n.Name, validation.IsDNS1123Subdomain)
+		}
+		for _, s := range inv.Services {
+			name("Service", s.Name, validation.IsDNS1035Label)
 		}
 	})
 }
