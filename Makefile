@@ -88,10 +88,10 @@ bench: build
 # inventory and CUE readers, plan decoding and plan-directory entries, the
 # selector parser, and policies through selectors to rendered HNS ACLs.
 fuzz:
-	@for t in $(FUZZTARGETS); do \
+	@failed=""; for t in $(FUZZTARGETS); do \
 	  echo "== $${t#*:}"; \
-	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $${t%%:*} || exit 1; \
-	done
+	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $${t%%:*} || failed="$$failed $${t#*:}"; \
+	done; if [ -n "$$failed" ]; then echo "fuzz failed:$$failed"; exit 1; fi
 
 clean:
 	rm -rf $(BIN)

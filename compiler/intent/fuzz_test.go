@@ -1,10 +1,12 @@
 package intent
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -43,7 +45,18 @@ func FuzzCUE(f *testing.F) {
 		if err := os.WriteFile(filepath.Join(dir, "c.cue"), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		_, findings, err := Load(dir, Options{})
+		// A small budget: an input that evaluates for long is reported,
+		// not a hang of the fuzzer (whose deadline then fails the run).
+		// Its evaluation goes on in the background (see BudgetError);
+		// in a fuzz worker that is only CPU.
+		_, findings, err := Load(dir, Options{CUETimeout: 5 * time.Second, CUEMemory: 512 << 20})
+		var be *BudgetError
+		if errors.As(err, &be) {
+			if !be.Finding.Pos.IsValid() {
+				t.Errorf("budget finding without a position: %s", be.Finding)
+			}
+			return
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

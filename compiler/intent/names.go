@@ -42,14 +42,25 @@ func checkMeta(obj *yaml.Node, kind string, d *yamlDecoder) bool {
 		if n == nil || n.Kind != yaml.ScalarNode {
 			return cmpOr(n, cmpOr(meta, obj)), "", false
 		}
+		if n.Tag != "!!str" && n.Tag != "!!null" {
+			// name: 00 is a number: the decoder would leave the name empty.
+			d.errorf(n, "metadata."+name, "expected a string, found %s (quote it: %s)", describe(n), diag.Excerpt(n.Value))
+			ok = false
+			return n, "", false
+		}
 		return n, n.Value, true
 	}
 	if rule := nameRules[kind]; rule != nil {
-		if n, v, present := scalar("name"); !present || v == "" {
+		n, v, present := scalar("name")
+		switch {
+		case !ok: // a name that is not a string: scalar said so
+		case !present || v == "":
 			d.errorf(n, "metadata.name", "%s has no metadata.name", kind)
 			ok = false
-		} else if msgs := rule(v); len(msgs) > 0 {
-			fail(n, "metadata.name", kind+" name", v, msgs)
+		default:
+			if msgs := rule(v); len(msgs) > 0 {
+				fail(n, "metadata.name", kind+" name", v, msgs)
+			}
 		}
 	}
 	if namespaced[kind] {

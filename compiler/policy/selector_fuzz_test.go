@@ -1,9 +1,9 @@
 package policy_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"testing"
 
 	"github.com/hnsplan/hnsplan/compiler/acl"
@@ -40,7 +40,10 @@ func FuzzSelectorACL(f *testing.F) {
 		if err1 != nil || err2 != nil {
 			return
 		}
-		quote := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+		// Go's ASCII quoting uses only escapes YAML's double-quoted
+		// strings have (\x7f, \u00e9, \n), and YAML allows no raw
+		// control character (DEL included) in a stream.
+		quote := strconv.QuoteToASCII
 		doc := fmt.Sprintf("apiVersion: projectcalico.org/v3\nkind: GlobalNetworkPolicy\nmetadata: {name: g}\nspec:\n  selector: %s\n  types: [Ingress]\n  ingress:\n  - action: Allow\n    source: {selector: %s}\n", quote(applies), quote(from))
 		var errs diag.List
 		m := intent.ReadManifests("p.yaml", []byte(doc), &errs)
