@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"path/filepath"
 	"time"
@@ -186,18 +185,15 @@ func (f *File) read(ctx context.Context, e *emitter, path string) (failed bool, 
 }
 
 // ReadSignatureFile reads a detached signature file, nil if there is
-// none; one too large to be a signature is an error, not read whole.
+// none; one that is not a regular file, or too large to be a signature,
+// is an error, not read whole.
 func ReadSignatureFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
+	sig, err := plan.ReadFile(path, plan.MaxSignatureSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
-	} else if err != nil {
-		return nil, err
 	}
-	defer f.Close()
-	sig, err := io.ReadAll(io.LimitReader(f, plan.MaxSignatureSize+1))
-	if err == nil && len(sig) > plan.MaxSignatureSize {
-		err = fmt.Errorf("%s is larger than %d bytes: not a signature", path, plan.MaxSignatureSize)
+	if errors.Is(err, plan.ErrTooLarge) {
+		return nil, fmt.Errorf("%s is larger than %d bytes: not a signature", path, plan.MaxSignatureSize)
 	}
 	return sig, err
 }

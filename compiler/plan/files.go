@@ -16,9 +16,10 @@ import (
 const MaxSize = 64 << 20
 
 // MaxNodeNameLen is the longest name of a node that gets a plan: its
-// ConfigMap "plan-<node>" must be a DNS-1123 subdomain (253 characters)
-// and its file "<node>.json" a file name (255 bytes).
-const MaxNodeNameLen = 253 - len("plan-")
+// files "<node>.json" and "<node>.json.sig" (SignatureFile) must be file
+// names (255 bytes), the tighter bound, and its ConfigMap "plan-<node>" a
+// DNS-1123 subdomain (253 characters).
+const MaxNodeNameLen = 255 - len(".json.sig")
 
 var dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 
@@ -34,7 +35,7 @@ var windowsDevices = regexp.MustCompile(`^(con|prn|aux|nul|com[0-9]|lpt[0-9])(\.
 func CheckNodeName(node string) error {
 	switch {
 	case len(node) > MaxNodeNameLen:
-		return fmt.Errorf("node name of %d characters is too long for a plan: its file <node>.json and its ConfigMap plan-<node> allow at most %d", len(node), MaxNodeNameLen)
+		return fmt.Errorf("node name of %d characters is too long for a plan: its files <node>.json and <node>.json.sig and its ConfigMap plan-<node> allow at most %d", len(node), MaxNodeNameLen)
 	case !dns1123Subdomain.MatchString(node):
 		return fmt.Errorf("node name %q is not a Kubernetes node name (DNS-1123: lower-case letters, digits, '-' and '.', starting and ending with a letter or digit)", node)
 	case windowsDevices.MatchString(node):
