@@ -9,7 +9,7 @@ FUZZMINIMIZETIME ?= 1s
 # Every fuzz target, as package:Target.
 FUZZTARGETS := \
 	./compiler/intent:FuzzManifests ./compiler/intent:FuzzCUE ./compiler/intent:FuzzInventory \
-	./compiler/plan:FuzzDecode ./compiler/plan:FuzzIndexEntry \
+	./compiler/plan:FuzzDecode ./compiler/plan:FuzzIndexEntry ./compiler/plan:FuzzVerify \
 	./compiler/selector:FuzzParse ./compiler/policy:FuzzPolicy ./compiler/policy:FuzzSelectorACL
 BENCHCOUNT ?= 6
 
