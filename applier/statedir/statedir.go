@@ -61,6 +61,19 @@ func Prepare(dir string) error {
 	return nil
 }
 
+// RemoveStale removes the temporary files that the agent's writes of the
+// journal and the network record left in dir when it was killed between
+// creating one and renaming it into place: nothing reads them, but every
+// such crash leaves another. Call it only while holding dir's Lock, which
+// keeps every other writer of those files out. The operator's
+// confirmation (ConfirmFile) is written without the lock, so its
+// temporary files are left alone.
+func RemoveStale(dir string) error {
+	return errors.Join(
+		atomicfile.RemoveStale(filepath.Join(dir, JournalFile)),
+		atomicfile.RemoveStale(filepath.Join(dir, NetworkFile)))
+}
+
 // record is NetworkFile.
 type record struct {
 	Version int `json:"version"`

@@ -221,3 +221,31 @@ func TestJudgeACL(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoveStale: the journal's and the record's leftover temporary
+// files go; the operator's confirmation's (written without the lock) and
+// the files themselves stay.
+func TestRemoveStale(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]bool{ // name -> removed
+		"." + JournalFile + ".tmp1": true,
+		"." + NetworkFile + ".tmp2": true,
+		"." + ConfirmFile + ".tmp3": false,
+		JournalFile:                 false,
+		NetworkFile:                 false,
+		LockFile:                    false,
+	}
+	for name := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("{"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := RemoveStale(dir); err != nil {
+		t.Fatal(err)
+	}
+	for name, removed := range files {
+		if _, err := os.Stat(filepath.Join(dir, name)); os.IsNotExist(err) != removed {
+			t.Errorf("%s: removed %v, want %v", name, os.IsNotExist(err), removed)
+		}
+	}
+}

@@ -48,6 +48,10 @@ func openStateDir(flag, hnsFlag, command string) (*heldStateDir, error) {
 		return nil, &exitError{code: exitFailed, err: fmt.Errorf("%w; nothing was changed", err)}
 	}
 	h.lock = l
+	// A write a kill cut short left a temporary file; held, the directory
+	// is ours to tidy. One that cannot be removed is only untidy: the next
+	// start tries again.
+	_ = statedir.RemoveStale(h.dir)
 	return h, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -198,4 +199,56 @@ func TestStateDirWritableByOthers(t *testing.T) {
 	if err := runAgent(context.Background(), f, &stdout, &stderr); err == nil || !strings.Contains(err.Error(), "mode 0777") {
 		t.Errorf("run: %v; want the state directory refused", err)
 	}
+}
+
+// TestStaleTempFilesRemoved: an agent killed while writing its journal or
+// network record leaves the write's temporary file (TestKillResume saw one
+// in a third of its kills); nothing reads it, but every crash added
+// another. apply --once and run remove them once they hold the directory,
+// and leave alone what they do not write under the lock (the operator's
+// confirmation) or at all.
+func TestStaleTempFilesRemoved(t *testing.T) {
+	dir := t.TempDir()
+	path := writePlan(t, dir)
+	state := filepath.Join(dir, "state")
+	stale := []string{"." + statedir.JournalFile + ".tmp123", "." + statedir.NetworkFile + ".tmp9"}
+	kept := []string{"." + statedir.ConfirmFile + ".tmp7", "notes.txt", "." + statedir.JournalFile + "x.tmp1"}
+	seed := func() {
+		t.Helper()
+		if err := statedir.Prepare(state); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range append(slices.Clone(stale), kept...) {
+			if err := os.WriteFile(filepath.Join(state, f), []byte(`{"version": 1, "st`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	check := func(who string) {
+		t.Helper()
+		for _, f := range stale {
+			if _, err := os.Stat(filepath.Join(state, f)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s: %s is still there (%v)", who, f, err)
+			}
+		}
+		for _, f := range kept {
+			if _, err := os.Stat(filepath.Join(state, f)); err != nil {
+				t.Errorf("%s removed %s: %v", who, f, err)
+			}
+		}
+	}
+
+	seed()
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"apply", "--once", "--plan", path, "--node", "win-1", "--hns", "mem", "--state-dir", state}, &stdout, &stderr); code != exitOK {
+		t.Fatalf("apply: exit %d\n%s", code, stderr.String())
+	}
+	check("apply --once")
+
+	seed()
+	f := &runFlags{node: "win-1", planFile: path, planSource: "file", hns: "mem", listen: freeAddr(t), stateDir: state, resync: time.Minute, untilConverged: true}
+	if err := runAgent(context.Background(), f, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	check("run")
 }

@@ -4,9 +4,11 @@
 package atomicfile
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 )
 
 // Write replaces path with b: a temporary file in the same directory,
@@ -14,7 +16,7 @@ import (
 // On error path is as it was and no temporary file is left.
 func Write(path string, b []byte) (err error) {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	f, err := os.CreateTemp(dir, tempPrefix(path)+"*")
 	if err != nil {
 		return err
 	}
@@ -51,4 +53,32 @@ func SyncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// tempPrefix is how the names of Write's temporary files for path begin;
+// os.CreateTemp ends them with a random decimal number.
+func tempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp" }
+
+// RemoveStale removes the temporary files Write left beside path when its
+// process died between creating one and renaming it over path. Nothing
+// reads them, but each such crash leaves another. The caller must know no
+// Write of path is under way (the agent: it holds the state directory's
+// lock), or that Write would fail.
+func RemoveStale(path string) error {
+	dir, prefix := filepath.Dir(path), tempPrefix(path)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok || rest == "" || strings.Trim(rest, "0123456789") != "" || !e.Type().IsRegular() {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

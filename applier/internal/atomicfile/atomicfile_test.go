@@ -25,3 +25,46 @@ func TestWrite(t *testing.T) {
 		t.Error("writing into a missing directory succeeded")
 	}
 }
+
+// TestRemoveStale: the temporary files a killed Write of path left go;
+// another file's, and names that only look alike, stay.
+func TestRemoveStale(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.json")
+	files := map[string]bool{ // name -> removed
+		".state.json.tmp123":       true,
+		".state.json.tmp4":         true,
+		"state.json":               false,
+		".state.json.tmp":          false, // no number: not CreateTemp's
+		".state.json.tmp12x":       false,
+		".state.jsonx.tmp1":        false,
+		".other.json.tmp55":        false,
+		"state.json.tmp77":         false,
+		".state.json.tmp88/inside": false, // a directory of that name stays
+	}
+	for name := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(`{"half`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := RemoveStale(path); err != nil {
+		t.Fatal(err)
+	}
+	for name, removed := range files {
+		_, err := os.Stat(filepath.Join(dir, name))
+		if gone := os.IsNotExist(err); gone != removed {
+			t.Errorf("%s: removed %v, want %v (%v)", name, gone, removed, err)
+		}
+	}
+	// Nothing to remove, or no such directory: the second is an error.
+	if err := RemoveStale(path); err != nil {
+		t.Errorf("again: %v", err)
+	}
+	if err := RemoveStale(filepath.Join(dir, "missing", "x")); err == nil {
+		t.Error("a missing directory: no error")
+	}
+}
