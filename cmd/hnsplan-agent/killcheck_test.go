@@ -194,7 +194,8 @@ func (w *killWorld) plan(t *testing.T, scenario string) *plan.NodePlan {
 // checkConverged checks that dir's node is exactly the scenario's plan
 // and the agent left nothing behind: a dry run finds nothing to do; one
 // network, the plan's; one host endpoint; every pod of the plan back on
-// it; no journal; the record names the plan's network; the lock is free.
+// it; no journal, nor a temporary file in the state directory; the record
+// names the plan's network; the lock is free.
 func (w *killWorld) checkConverged(t *testing.T, dir, scenario string) {
 	t.Helper()
 	p := w.plan(t, scenario)
@@ -254,6 +255,17 @@ func (w *killWorld) checkConverged(t *testing.T, dir, scenario string) {
 	for _, f := range []string{statedir.JournalFile, statedir.ConfirmFile} {
 		if _, err := os.Stat(filepath.Join(sd, f)); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("converged, but %s is there (%v)", f, err)
+		}
+	}
+	// The kills' leftover temporary files: the agent removes them from its
+	// state directory (the in-memory HNS's are the test double's).
+	entries, err := os.ReadDir(sd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp") {
+			t.Errorf("converged, but a temporary file a kill left is still in the state directory: %s", e.Name())
 		}
 	}
 	if o, err := statedir.LoadOwned(sd); err != nil || o == nil || *o != (hns.Owned{Network: wn.Name, HostEndpoint: want.HostEndpoint.Name}) {

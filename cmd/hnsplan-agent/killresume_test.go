@@ -63,8 +63,9 @@ var killScenarios = []string{"vni", "rename"}
 //     unkilled run exits non-zero;
 //   - once converged, HNS differs from the plan (a dry run finds an op,
 //     or the network, host endpoint and pod endpoints are not exactly
-//     the plan's), a journal is left, the record names another network,
-//     or the lock is still held.
+//     the plan's), a journal is left, or a temporary file in the state
+//     directory, the record names another network, or the lock is still
+//     held.
 //
 // The kill moments are real wall-clock delays, drawn uniformly over the
 // time an uninterrupted replace takes on this machine (measured first).
