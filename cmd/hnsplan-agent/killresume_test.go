@@ -32,6 +32,7 @@ const (
 	killMaxRestarts = 3                // unkilled runs a trial may take to converge after its kills
 	killRunTimeout  = 30 * time.Second // an agent run that takes longer has hung
 	killCalibrate   = 5                // unkilled runs per mode that measure how long a replace takes
+	killMaxFresh    = 5                // times a trial starts again when its replace outran its first kill
 )
 
 // The agent's two ways of applying a plan, each with the in-memory HNS of
@@ -198,23 +199,41 @@ func (w *killWorld) trial(t *testing.T, seed uint64, i int, st *killStats) {
 
 	kills := 1 + rng.IntN(killMaxKills)
 	t.Logf("seed %d trial %d: plan %s, %d kills", seed, i, scenario, kills)
-	temps := 0
-	for k := range kills {
+	span := maps.Clone(w.calib) // what the kills are drawn over
+	temps, landed, fresh := 0, 0, 0
+	for k := 0; k < kills; k++ {
 		mode := modes[rng.IntN(len(modes))]
 		// 1.2: some kills land after the replace, while the pods come back.
-		delay := time.Duration(rng.Float64()*1.2*float64(w.calib[mode])) + time.Microsecond
+		delay := time.Duration(rng.Float64()*1.2*float64(span[mode])) + time.Microsecond
 		p := w.exec(t, dir, mode, scenario, delay)
 		step, n := w.checkAtRest(t, dir, scenario, fmt.Sprintf("after start %d (%s)", k+1, mode))
 		st.add(mode, p.killed, step, n > temps)
 		temps = n
-		if !p.killed {
-			t.Logf("start %d: %s exited %d after %v, before its SIGKILL at %v", k+1, mode, p.code, p.took.Round(time.Microsecond), delay.Round(time.Microsecond))
-			if p.code != 0 {
-				t.Fatalf("%s exited %d without being killed:\n%s", mode, p.code, p.out)
-			}
+		if p.killed {
+			landed++
+			t.Logf("start %d: %s SIGKILLed after %v; journal step: %s", k+1, mode, delay.Round(time.Microsecond), step)
+			continue
+		}
+		t.Logf("start %d: %s exited %d after %v, before its SIGKILL at %v", k+1, mode, p.code, p.took.Round(time.Microsecond), delay.Round(time.Microsecond))
+		if p.code != 0 {
+			t.Fatalf("%s exited %d without being killed:\n%s", mode, p.code, p.out)
+		}
+		if landed > 0 || fresh == killMaxFresh {
 			break // converged: nothing left to interrupt
 		}
-		t.Logf("start %d: %s SIGKILLed after %v; journal step: %s", k+1, mode, delay.Round(time.Microsecond), step)
+		// No kill landed yet: the trial starts again from the drained node,
+		// its kills drawn over the time this replace took.
+		fresh++
+		span[mode] = p.took
+		t.Logf("no kill landed: starting again from the drained node, kills drawn over %v for %s", p.took.Round(time.Microsecond), mode)
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		copyTree(t, w.template, dir)
+		k, temps = -1, 0
+	}
+	if landed == 0 {
+		t.Errorf("no kill landed in %d tries: the replace outran every SIGKILL", killMaxFresh+1)
 	}
 
 	for r := range killMaxRestarts {
