@@ -24,6 +24,7 @@ var (
 	killTrials = flag.Int("killtrials", 50, "TestKillResume: how many trials (-short: 10)")
 	killSeed   = flag.Uint64("killseed", 0, "TestKillResume: the seed of the trials (0: a new one, logged)")
 	killLog    = flag.Bool("killlog", false, "TestKillResume: log what every agent run printed")
+	killSpans  = flag.String("killspans", "", "TestKillResume: the spans the kills are drawn over, as a run logged them (apply=63.2ms,run=110.7ms; default: measured)")
 )
 
 const (
@@ -47,17 +48,19 @@ var killModes = map[string][]string{
 var killScenarios = []string{"vni", "rename"}
 
 // TestKillResume is the probe of issue 13 made a test: the real agent
-// binary, converged on plan base with pods on the node, the node drained,
-// is started on a plan that forces a network replace (its VNI changes, or
-// its name) and SIGKILLed at a random moment, up to three times, by
+// binary, converged on plan base with pods on the node, the node drained
+// (without a cluster the agent cannot drain: the operator does, and
+// --simulate-cni brings the pods back after the replace), is started on a
+// plan that forces a network replace (its VNI changes, or its name) and
+// SIGKILLed at a random moment, up to three times, by
 // apply --once or run --until-converged (chosen at random for every
 // start, so a journal one leaves is resumed by the other); then it is
 // restarted until it converges. It fails if ever
 //
 //   - the in-memory HNS's file or a file of the state directory (the
-//     replace journal, the network record, the lock) does not parse,
-//     after a kill or while the agent runs (a watcher reads them all
-//     through every run);
+//     replace journal, the network record; the lock at rest) does not
+//     parse, after a kill or while the agent runs (a watcher reads them
+//     whenever they change), or a file the agent does not write appears;
 //   - two networks exist at once, or two endpoints at the host
 //     endpoint's address, at any point the watcher sees;
 //   - the agent does not converge within three unkilled restarts, or an
@@ -69,12 +72,16 @@ var killScenarios = []string{"vni", "rename"}
 //     held.
 //
 // The kill moments are real wall-clock delays, drawn uniformly over the
-// time an uninterrupted replace takes on this machine (measured first).
-// Each trial draws everything from its own generator, seeded by the
-// test's seed and its number: a failure names both, and
-// -run 'TestKillResume/trial-007$' -killseed N draws the same scenario,
-// modes and delays again (where the kills land still depends on the
-// machine's timing).
+// time an uninterrupted replace takes on this machine (measured first;
+// a trial whose replace outran its first kill starts again, its kills
+// drawn over the time that run took). Each trial draws its plan, modes
+// and delays from its own generator, seeded by the test's seed and its
+// number: a failure logs the seed and the measured spans, and
+// -run 'TestKillResume/trial-007$' -killseed N -killspans S draws the
+// same again (where the kills land still depends on the machine's
+// speed). The default 50 trials take about 15 s on an idle 2-core
+// machine, under a minute on a loaded one, building included; -short
+// runs 10, -killtrials any number.
 func TestKillResume(t *testing.T) {
 	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" || runtime.GOOS == "js" || runtime.GOOS == "wasip1" {
 		t.Skipf("SIGKILL, and a lock the kernel drops with the killed process, are what this test exercises; %s has no SIGKILL", runtime.GOOS)
@@ -87,10 +94,11 @@ func TestKillResume(t *testing.T) {
 	if testing.Short() && !flagSet("killtrials") {
 		trials = 10
 	}
-	t.Logf("seed %d, %d trials; rerun: go test ./cmd/hnsplan-agent -run 'TestKillResume' -killseed %d -killtrials %d (one trial: -run 'TestKillResume/trial-007$')", seed, trials, seed, trials)
 	start := time.Now()
 	w := newKillWorld(t)
-	t.Logf("set up in %v; an uninterrupted replace takes apply %v, run %v", time.Since(start).Round(time.Millisecond), w.calib["apply"], w.calib["run"])
+	spans := formatSpans(w.calib)
+	t.Logf("seed %d, %d trials, set up in %v; rerun: go test ./cmd/hnsplan-agent -run 'TestKillResume' -killseed %d -killtrials %d -killspans %s (one trial: -run 'TestKillResume/trial-007$')",
+		seed, trials, time.Since(start).Round(time.Millisecond), seed, trials, spans)
 
 	st := &killStats{killed: map[string]int{}, early: map[string]int{}, steps: map[string]int{}, restartsNeeded: map[int]int{}}
 	t.Cleanup(func() { // after the trials, which run in parallel
@@ -103,7 +111,7 @@ func TestKillResume(t *testing.T) {
 			t.Parallel()
 			w.trial(t, seed, i, st)
 			if t.Failed() {
-				t.Logf("seed %d trial %d failed; rerun it: go test ./cmd/hnsplan-agent -run 'TestKillResume/trial-%03d$' -killseed %d -killtrials %d -v", seed, i, i, seed, trials)
+				t.Logf("seed %d trial %d failed; rerun it: go test ./cmd/hnsplan-agent -run 'TestKillResume/trial-%03d$' -killseed %d -killtrials %d -killspans %s -v", seed, i, i, seed, trials, spans)
 			}
 		})
 	}
@@ -166,7 +174,13 @@ func newKillWorld(t *testing.T) *killWorld {
 	}
 
 	// How long a replace takes, from start to exit, unkilled: the kills
-	// are drawn over this span.
+	// are drawn over this span. A rerun may give the spans a run logged.
+	if *killSpans != "" {
+		if w.calib, err = parseSpans(*killSpans); err != nil {
+			t.Fatalf("-killspans: %v", err)
+		}
+		return w
+	}
 	for mode := range killModes {
 		var ds []time.Duration
 		for i := range killCalibrate + 1 { // the first warms the caches up
@@ -379,6 +393,37 @@ func (s *killStats) String() string {
 	}
 	fmt.Fprintf(&b, "; %d kills cut a write short (a temporary file left); converged at restart: %v", s.cut, s.restartsNeeded)
 	return b.String()
+}
+
+// formatSpans is what parseSpans reads: apply=63.2ms,run=110.7ms.
+func formatSpans(spans map[string]time.Duration) string {
+	var parts []string
+	for _, m := range slices.Sorted(maps.Keys(spans)) {
+		parts = append(parts, fmt.Sprintf("%s=%v", m, spans[m].Round(time.Microsecond)))
+	}
+	return strings.Join(parts, ",")
+}
+
+// parseSpans reads -killspans: a positive duration for every mode.
+func parseSpans(s string) (map[string]time.Duration, error) {
+	spans := map[string]time.Duration{}
+	for part := range strings.SplitSeq(s, ",") {
+		mode, d, ok := strings.Cut(part, "=")
+		if _, known := killModes[mode]; !ok || !known {
+			return nil, fmt.Errorf("%q: want MODE=DURATION, MODE one of %v", part, slices.Sorted(maps.Keys(killModes)))
+		}
+		v, err := time.ParseDuration(d)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("%q: want a positive duration (%v)", part, err)
+		}
+		spans[mode] = v
+	}
+	for mode := range killModes {
+		if spans[mode] == 0 {
+			return nil, fmt.Errorf("%q: no span for %s", s, mode)
+		}
+	}
+	return spans, nil
 }
 
 func flagSet(name string) bool {
