@@ -21,6 +21,10 @@ type Want struct {
 	// network than Network, the plan renamed it: Diff replaces it (see
 	// Previous) instead of creating a second network on the same block.
 	Owned *Owned
+	// Echo is the baseline of what HNS echoed of the agent's writes (its
+	// state directory), nil when there is none: Diff then compares HNS
+	// with the plan alone, with the codec's tolerance.
+	Echo *Echo
 }
 
 // Diff returns the ops that turn have into want, each one mutating call:
@@ -29,10 +33,22 @@ type Want struct {
 // endpoints whose canonical list differs. It never deletes an object the
 // agent does not own (see the package doc), and it ignores what HNS adds
 // by itself (an Overlay network's ProviderAddress and DrMacAddress).
+//
+// Each object is compared through the baseline (want.Echo): while HNS
+// reads an object back as it did after the agent's write, it holds what
+// the agent sent. Otherwise it is compared with the plan with the codec's
+// tolerance: ACL lists by EquivalentACLs, MACs without regard to case,
+// and a network's identity field read back absent (VNI 0, no VxlanPort
+// policy, no gateway) is unknown, never changed: only a present,
+// different value (or the plan's own change) replaces a network.
+//
+// Endpoints named like the host endpoint on its network are duplicates
+// (HNS allows them): the one at the plan's address is kept, the others
+// deleted by ID.
 func Diff(have *State, want *Want) []Op {
 	var ops []Op
 	wn := &want.Network
-	hn := have.Network(wn.Name)
+	hn := want.Echo.echoNetwork(have.Network(wn.Name))
 	old, oldHost := Previous(have, want)
 	replaced := false
 	switch {
@@ -53,7 +69,7 @@ func Diff(have *State, want *Want) []Op {
 	case hn == nil:
 		ops = append(ops, Op{Action: Create, Kind: KindNetwork, Name: wn.Name, NetworkSpec: bare(wn), Reason: "absent"})
 		replaced = true
-	case identity(hn) != identity(wn):
+	case !sameIdentity(hn, wn):
 		// HNS refuses to delete a network that still has endpoints; ours
 		// goes first. The CNI's pods must be gone already (a drain).
 		if he := have.Endpoint(want.HostEndpoint.Name); he != nil && he.Network == wn.Name {
@@ -73,17 +89,21 @@ func Diff(have *State, want *Want) []Op {
 
 	// The host endpoint.
 	we := &want.HostEndpoint
-	he := have.Endpoint(we.Name)
+	he, dups := hostEndpoint(have, we)
 	if replaced && he != nil && (he.Network == wn.Name || old != nil && he.Network == old.Name) {
-		he = nil // deleted before the network, or gone with it
+		he, dups = nil, nil // deleted before the network, or gone with it
 	}
+	for _, d := range dups {
+		ops = append(ops, Op{Action: Delete, Kind: KindEndpoint, Name: d.Name, ID: d.ID, Network: d.Network, Reason: "a duplicate of the host endpoint (another has the plan's address)"})
+	}
+	he = want.Echo.echoEndpoint(he)
 	switch {
 	case he == nil:
 		ops = append(ops, Op{Action: Create, Kind: KindEndpoint, Name: we.Name, Network: wn.Name, EndpointSpec: we, Reason: "absent"})
-	case he.Network != we.Network || he.IP != we.IP || he.Remote != we.Remote || he.HostAttached != we.HostAttached || we.MAC != "" && he.MAC != we.MAC:
+	case he.Network != we.Network || he.IP != we.IP || he.Remote != we.Remote || he.HostAttached != we.HostAttached || we.MAC != "" && !SameMAC(he.MAC, we.MAC):
 		ops = append(ops, Op{Action: Replace, Kind: KindEndpoint, Name: we.Name, Network: wn.Name, EndpointSpec: we, Reason: "address, MAC or flags changed"})
-	case !samePolicies(he.Policies, we.Policies) || !sameACLs(he.ACLs, we.ACLs):
-		ops = append(ops, Op{Action: Update, Kind: KindEndpoint, Name: we.Name, Network: wn.Name, EndpointSpec: we, Reason: "policies changed"})
+	case !samePolicies(he.Policies, we.Policies) || !EquivalentACLs(we.ACLs, he.ACLs):
+		ops = append(ops, Op{Action: Update, Kind: KindEndpoint, Name: we.Name, ID: he.ID, Network: wn.Name, EndpointSpec: we, Reason: "policies changed"})
 	}
 
 	// Pod endpoints (the CNI's): only their ACL lists, only where they
@@ -91,13 +111,13 @@ func Diff(have *State, want *Want) []Op {
 	if !replaced {
 		for _, e := range have.EndpointsOn(wn.Name) {
 			if e.Name == we.Name || e.Remote {
-				continue // ours, or kube-proxy's remote endpoint
+				continue // ours (or a duplicate of it), or kube-proxy's remote endpoint
 			}
 			acls, ok := want.PodACLs[e.IP.Addr()]
-			if !ok || sameACLs(e.ACLs, acls) {
+			if !ok || EquivalentACLs(acls, want.Echo.echoACLs(e)) {
 				continue
 			}
-			ops = append(ops, Op{Action: Update, Kind: KindACL, Name: e.Name, Network: wn.Name,
+			ops = append(ops, Op{Action: Update, Kind: KindACL, Name: e.Name, ID: e.ID, Network: wn.Name,
 				ACLs: CanonicalACLs(acls), Keep: e.Policies, Reason: "ACL list differs"})
 		}
 	}
@@ -123,16 +143,69 @@ func identity(n *Network) netIdentity {
 	return netIdentity{typ: n.Type, subnets: fmt.Sprint(n.Subnets), port: n.VXLANPort}
 }
 
+// sameIdentity compares a network's identity as read (h) with the plan's
+// (w): a field read back absent is unknown, and so not a change.
+func sameIdentity(h, w *Network) bool {
+	if h.Type != w.Type || h.VXLANPort != 0 && h.VXLANPort != w.VXLANPort || len(h.Subnets) != len(w.Subnets) {
+		return false
+	}
+	for i, s := range h.Subnets {
+		ws := w.Subnets[i]
+		if s.Prefix != ws.Prefix || s.Gateway.IsValid() && s.Gateway != ws.Gateway || s.VNI != 0 && s.VNI != ws.VNI {
+			return false
+		}
+	}
+	return true
+}
+
 func changedIdentity(h, w *Network) string {
 	switch {
 	case h.Type != w.Type:
 		return "network-type-changed"
-	case h.VXLANPort != w.VXLANPort:
+	case h.VXLANPort != 0 && h.VXLANPort != w.VXLANPort:
 		return "vxlan-port-changed"
 	case len(h.Subnets) == len(w.Subnets) && len(h.Subnets) > 0 && h.Subnets[0].Prefix == w.Subnets[0].Prefix && h.Subnets[0].VNI != w.Subnets[0].VNI:
 		return "vni-changed"
 	}
 	return "subnet-changed"
+}
+
+// hostEndpoint finds the host endpoint in have: of the endpoints named
+// like it, the one on its network at its address, else the first on its
+// network, else the first anywhere. The others of that name on its
+// network are duplicates.
+func hostEndpoint(have *State, we *Endpoint) (he *Endpoint, dups []*Endpoint) {
+	var named []*Endpoint
+	for i := range have.Endpoints {
+		if e := &have.Endpoints[i]; e.Name == we.Name {
+			named = append(named, e)
+		}
+	}
+	if len(named) <= 1 {
+		if len(named) == 1 {
+			return named[0], nil
+		}
+		return nil, nil
+	}
+	pick := -1
+	for i, e := range named {
+		if e.Network == we.Network && e.IP.Addr() == we.IP.Addr() {
+			pick = i
+			break
+		}
+	}
+	if pick < 0 {
+		pick = slices.IndexFunc(named, func(e *Endpoint) bool { return e.Network == we.Network })
+	}
+	if pick < 0 {
+		return named[0], nil
+	}
+	for i, e := range named {
+		if i != pick && e.Network == we.Network {
+			dups = append(dups, e)
+		}
+	}
+	return named[pick], dups
 }
 
 // routeOps adds and removes routes one by one; a route whose prefix stays

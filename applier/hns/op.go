@@ -41,6 +41,10 @@ type Op struct {
 	Action Action
 	Kind   Kind
 	Name   string // the object's name; for a route, its prefix; for ACLs, the endpoint's name
+	// ID is, for an op on one existing endpoint (an ACL update, the
+	// delete of a duplicate), its HNS ID: HNS does not keep endpoint
+	// names unique (calico#4280), so the name alone may find another.
+	ID string
 	// Network is the network the object belongs to (routes, endpoints, ACLs).
 	Network string
 	// From is, for a network Replace that renames, the network's current

@@ -132,6 +132,7 @@ type config struct {
 	refuseDelete bool
 	latency      time.Duration
 	features     hns.Features
+	quirks       quirkSet
 }
 
 func defaults() config {
@@ -218,8 +219,20 @@ func (m *HNS) Snapshot(ctx context.Context) (*hns.State, error) {
 		m.calls = append(m.calls, Call{Method: meth})
 	}
 	s := cloneState(&m.st)
+	m.cfg.quirks.readBack(s)
 	s.Canonical()
 	return s, nil
+}
+
+// Held returns a deep copy of what the model holds, before any read-side
+// quirk (WithQuirks): the truth a test compares Snapshot's reading with.
+// It is not a call HNS has, so it is not recorded.
+func (m *HNS) Held() *hns.State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := cloneState(&m.st)
+	s.Canonical()
+	return s
 }
 
 // Apply performs op as HNS would, atomically: either all of it happens or

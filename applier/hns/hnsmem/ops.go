@@ -391,6 +391,10 @@ func (t *txn) removeRoute(call, network string, r *hns.RemoteRoute, name string)
 
 func (t *txn) applyEndpoint(op hns.Op) error {
 	if op.Action == hns.Delete {
+		if op.ID != "" { // one of several of that name
+			t.st.Endpoints = slices.DeleteFunc(t.st.Endpoints, func(e hns.Endpoint) bool { return e.ID == op.ID })
+			return nil
+		}
 		t.deleteEndpoint(op.Name)
 		return nil
 	}
@@ -416,7 +420,7 @@ func (t *txn) applyEndpoint(op hns.Op) error {
 		t.deleteEndpoint(spec.Name)
 		return t.createEndpoint("hcnCreateEndpoint", &spec)
 	case hns.Update:
-		return t.updateEndpoint(&spec)
+		return t.updateEndpoint(&spec, op.ID)
 	}
 	return badOp(op, "unsupported action")
 }
@@ -441,12 +445,13 @@ func (t *txn) createEndpoint(call string, spec *hns.Endpoint) error {
 	if err := checkACLs(call, spec.Name, acls); err != nil {
 		return err
 	}
-	if have := t.st.Endpoint(spec.Name); have != nil {
+	if have := t.st.Endpoint(spec.Name); have != nil && !t.cfg.quirks.has(QuirkDuplicateEndpointNames) {
 		// Idempotence: the same endpoint again is a no-op. Another one of
 		// that name is refused. Real HNS keys endpoints by GUID and may
 		// accept a duplicate name (calico-windows.md §5, #9142 "duplicated
-		// Calico_ep HNS endpoints"), but the agent finds its endpoints by
-		// name, so the model keeps names unique.
+		// Calico_ep HNS endpoints"; calico#4280 "plenty of same looking
+		// endpoints"): the quirk duplicate-endpoint-names models that, and
+		// then every create makes a new endpoint, a retried one too.
 		want := *spec
 		want.Policies, want.ACLs = policies, acls
 		if sameEndpoint(have, &want) {
@@ -529,9 +534,9 @@ func sameEndpoint(have, want *hns.Endpoint) bool {
 // "RequestType values"): the endpoint's whole policy list becomes spec's
 // policies and ACLs; whatever spec leaves out is gone. The request carries
 // policies only, so spec's address, MAC and flags are not read.
-func (t *txn) updateEndpoint(spec *hns.Endpoint) error {
+func (t *txn) updateEndpoint(spec *hns.Endpoint, id string) error {
 	const call = "hcnModifyEndpoint"
-	e := t.st.Endpoint(spec.Name)
+	e := t.endpoint(spec.Name, id)
 	if e == nil || e.Network != spec.Network {
 		return herr(call, hns.CodeEndpointNotFound, "endpoint %q not found on network %q", spec.Name, spec.Network)
 	}
@@ -550,7 +555,7 @@ func (t *txn) updateEndpoint(spec *hns.Endpoint) error {
 // ACL changes in practice", §3: Azure NPM "Make sure other policies are
 // applied first"; calico-windows.md §2: Calico re-sends the full ACL list).
 func (t *txn) setACLs(call string, op hns.Op) error {
-	e := t.st.Endpoint(op.Name)
+	e := t.endpoint(op.Name, op.ID)
 	if e == nil || op.Network != "" && e.Network != op.Network {
 		return herr(call, hns.CodeEndpointNotFound, "endpoint %q not found on network %q", op.Name, op.Network)
 	}
@@ -560,6 +565,21 @@ func (t *txn) setACLs(call string, op hns.Op) error {
 		return err
 	}
 	e.Policies, e.ACLs = clonePolicies(policies), hns.CanonicalACLs(acls)
+	return nil
+}
+
+// endpoint finds the endpoint an op acts on: by its ID when the op gives
+// one (names may repeat, see DuplicateEndpointNames), else the first of
+// that name, as hcn.GetEndpointByName does.
+func (t *txn) endpoint(name, id string) *hns.Endpoint {
+	if id == "" {
+		return t.st.Endpoint(name)
+	}
+	for i := range t.st.Endpoints {
+		if e := &t.st.Endpoints[i]; e.ID == id && e.Name == name {
+			return e
+		}
+	}
 	return nil
 }
 
