@@ -16,6 +16,7 @@ type Metrics struct {
 	drifted  prometheus.Gauge
 	applied  *prometheus.GaugeVec
 	lastPass prometheus.Gauge
+	mismatch prometheus.Gauge
 	lastDig  string
 }
 
@@ -41,14 +42,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		lastPass: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hnsplan_last_pass_timestamp_seconds", Help: "When the last pass ended (Unix time).",
 		}),
+		mismatch: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hnsplan_hns_readback_mismatches", Help: "Fields HNS reads back otherwise than the agent wrote them, after two writes (state hns-readback-mismatch; 0: none).",
+		}),
 	}
-	reg.MustRegister(m.passes, m.ops, m.errors, m.drifted, m.applied, m.lastPass)
+	reg.MustRegister(m.passes, m.ops, m.errors, m.drifted, m.applied, m.lastPass, m.mismatch)
 	return m
 }
 
 func (m *Metrics) pass(st Status, d time.Duration, err error) {
 	m.passes.WithLabelValues(st.State).Observe(d.Seconds())
 	m.lastPass.SetToCurrentTime()
+	if st.State != StateError && st.State != StateWaiting {
+		m.mismatch.Set(float64(len(st.Mismatches)))
+	}
 	if err != nil {
 		m.errors.WithLabelValues(st.State).Inc()
 	}

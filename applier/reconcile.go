@@ -1,6 +1,7 @@
 package applier
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,11 @@ const (
 	StateReplacePending = "replace-pending"
 	StateWaiting        = "waiting" // for a plan, or for the cluster's caches
 	StateError          = "error"
+	// StateReadbackMismatch: HNS reads an object back otherwise than the
+	// agent wrote it, and writing it again would not mend it (see
+	// hns.Echo): the object is reported and left alone until the plan or
+	// the object changes.
+	StateReadbackMismatch = "hns-readback-mismatch"
 )
 
 // Status is the outcome of a pass, for the Node's annotations and
@@ -34,6 +40,9 @@ type Status struct {
 	LastError string
 	Ops       int      // mutating ops the pass applied
 	Pending   []string // what waits for the cluster (unknown tunnel MACs)
+	// Mismatches are the objects HNS reads back otherwise than the agent
+	// wrote them (state hns-readback-mismatch).
+	Mismatches []hns.Mismatch
 }
 
 // Replacer recreates the network when an immutable property changes
@@ -69,12 +78,25 @@ type Reconciler struct {
 	// Without it a renamed network is recognised by its identity alone
 	// (hns.Previous).
 	Owned OwnedStore
+	// Echo, if set, keeps the baseline of what HNS echoes of the agent's
+	// writes (its state directory). Without it the baseline lives as long
+	// as the process.
+	Echo EchoStore
 
 	mu     sync.Mutex
 	plan   *plan.NodePlan
 	status Status
 	owned  *hns.Owned // the record as last read or written
 	loaded bool
+	echo   *hns.Echo // the baseline, loaded at the first pass
+}
+
+// EchoStore keeps the baseline of what HNS echoes (statedir.Baseline).
+type EchoStore interface {
+	// Load returns the baseline, empty if there is none; with an error
+	// (a damaged file) it still returns an empty one to go on with.
+	Load() (*hns.Echo, error)
+	Save(*hns.Echo) error
 }
 
 // OwnedStore keeps the record of the network the agent owns
@@ -144,6 +166,7 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 	if want.Owned, err = r.loadOwned(); err != nil {
 		return Status{}, err
 	}
+	want.Echo = r.loadEcho()
 	// At most two rounds: a replace, then what it leaves (pod ACLs).
 	for round := 0; ; round++ {
 		have, err := r.HNS.Snapshot(ctx)
@@ -154,8 +177,19 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 		if r.Metrics != nil && round == 0 {
 			r.Metrics.drift(len(ops))
 		}
+		if i := slices.IndexFunc(ops, isNetworkReplace); i >= 0 && (round > 0 || want.Echo.Replaced(p.Digest, ops[i].Reason)) {
+			// The same replace never runs twice: HNS reads the network
+			// back as if it had not happened.
+			return r.refuseReplace(have, want, ops[i], pending), nil
+		}
 		if round == 0 && r.needsReplace(ops) {
 			st, err := r.replace(ctx, p, want, ops, pending)
+			if st.State == StateConverged && err == nil {
+				if i := slices.IndexFunc(ops, isNetworkReplace); i >= 0 {
+					want.Echo.NoteReplace(p.Digest, ops[i].Reason)
+				}
+			}
+			r.saveEcho(want.Echo)
 			if err != nil || st.State != StateConverged {
 				return st, err
 			}
@@ -177,8 +211,79 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 		if len(ops) > 0 && r.Log != nil {
 			r.Log.Info("applied", "digest", p.Digest, "ops", len(ops))
 		}
+		// The read-back: what HNS made of the writes goes into the
+		// baseline (one snapshot however many objects were written).
+		now := have
+		if len(ops) > 0 {
+			if now, err = r.HNS.Snapshot(ctx); err != nil {
+				return Status{Ops: len(ops), Pending: pending}, fmt.Errorf("read HNS back after %d ops: %w", len(ops), err)
+			}
+		}
+		if want.Echo.Record(ops, now) {
+			r.saveEcho(want.Echo)
+		}
 		r.saveOwned(want, p.Digest)
+		if ms := want.Echo.Mismatches(); len(ms) > 0 {
+			return Status{State: StateReadbackMismatch, Ops: len(ops), Pending: pending, Mismatches: ms, LastError: mismatchError(ms)}, nil
+		}
 		return Status{Digest: p.Digest, State: StateConverged, Ops: len(ops), Pending: pending}, nil
+	}
+}
+
+// refuseReplace is the status of a replace the loop breaker stops.
+func (r *Reconciler) refuseReplace(have *hns.State, want *hns.Want, op hns.Op, pending []string) Status {
+	ms := want.Echo.Mismatches()
+	if n := have.Network(cmp.Or(op.From, op.Name)); n != nil {
+		ms = append(ms, hns.NetworkMismatches(&want.Network, n)...)
+	}
+	if len(ms) == 0 {
+		ms = []hns.Mismatch{{Object: "network " + op.Name, Field: op.Reason, Sent: "the plan's", Read: "unchanged after the replace"}}
+	}
+	if r.Log != nil {
+		r.Log.Warn("not replacing the network again: HNS reads it back as before the replace", "network", op.Name, "reason", op.Reason)
+	}
+	return Status{State: StateReadbackMismatch, Pending: pending, Mismatches: ms,
+		LastError: fmt.Sprintf("network %s was replaced for this plan (%s) and still reads back otherwise: not replacing it again; %s", op.Name, op.Reason, mismatchError(ms))}
+}
+
+// mismatchError is the one-line summary of mismatches.
+func mismatchError(ms []hns.Mismatch) string {
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		parts[i] = m.String()
+	}
+	return "hns-readback-mismatch: " + strings.Join(parts, "; ") + " (not written again until the plan or the object changes; see docs/first-windows-host.md)"
+}
+
+// loadEcho reads the baseline once. A damaged one is reported and the
+// agent goes on without it (at most one more write per object).
+func (r *Reconciler) loadEcho() *hns.Echo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.echo != nil {
+		return r.echo
+	}
+	r.echo = hns.NewEcho()
+	if r.Echo != nil {
+		e, err := r.Echo.Load()
+		if err != nil && r.Log != nil {
+			r.Log.Warn("the baseline of what HNS echoes", "err", err)
+		}
+		if e != nil {
+			r.echo = e
+		}
+	}
+	return r.echo
+}
+
+// saveEcho keeps the baseline; a failure is logged and retried at the
+// next change (until then a restart costs at most one write per object).
+func (r *Reconciler) saveEcho(e *hns.Echo) {
+	if r.Echo == nil {
+		return
+	}
+	if err := r.Echo.Save(e); err != nil && r.Log != nil {
+		r.Log.Warn("save the baseline of what HNS echoes", "err", err)
 	}
 }
 

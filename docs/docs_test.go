@@ -282,7 +282,7 @@ func TestOperationsStatesAndSteps(t *testing.T) {
 		steps = append(steps, string(s))
 	}
 	mustMention(t, "operations.md", doc, "replace step", steps)
-	mustMention(t, "operations.md", doc, "file", []string{"replace-journal.json", "replace-confirm"})
+	mustMention(t, "operations.md", doc, "file", []string{"replace-journal.json", "replace-confirm", "echo.json"})
 }
 
 // TestOperationsFlagsAndEndpoints: every flag of hnsplan-agent and every

@@ -30,16 +30,13 @@ type Echo struct {
 	Version   int                      `json:"version"`
 	Networks  map[string]*NetworkEcho  `json:"networks,omitempty"`  // by network name
 	Endpoints map[string]*EndpointEcho `json:"endpoints,omitempty"` // by EndpointKey
-	// Replaces are the network replaces the agent ran (plan digest and
-	// reason), newest last: the same one never runs twice automatically.
+	// Replaces holds the last network replace the agent ran (plan digest
+	// and reason): the same one never runs twice automatically.
 	Replaces []ReplaceRecord `json:"replaces,omitempty"`
 }
 
 // EchoVersion is the format of Echo the agent reads and writes.
 const EchoVersion = 1
-
-// maxReplaces bounds Echo.Replaces: older replaces are forgotten.
-const maxReplaces = 32
 
 // NetworkEcho is a network's baseline: its identity and policies as sent
 // and as read back (routes are ops of their own; ProviderAddress and
@@ -160,16 +157,11 @@ func (e *Echo) Replaced(digest, reason string) bool {
 }
 
 // NoteReplace records that the replace of the plan with digest for
-// reason ran.
+// reason ran. Only the last replace is kept: going back and forth
+// between two plans replaces each time, but a replace that leaves the
+// network reading back as before is not run again for the same plan.
 func (e *Echo) NoteReplace(digest, reason string) {
-	r := ReplaceRecord{PlanDigest: digest, Reason: reason}
-	if slices.Contains(e.Replaces, r) {
-		return
-	}
-	e.Replaces = append(e.Replaces, r)
-	if n := len(e.Replaces); n > maxReplaces {
-		e.Replaces = slices.Clone(e.Replaces[n-maxReplaces:])
-	}
+	e.Replaces = []ReplaceRecord{{PlanDigest: digest, Reason: reason}}
 }
 
 // Mismatches lists the reported mismatches, sorted.
@@ -313,4 +305,12 @@ func lower(c byte) byte {
 		return c + 'a' - 'A'
 	}
 	return c
+}
+
+// NetworkMismatches lists the identity and policy fields of read (a
+// network as HNS reads it back) that differ from sent.
+func NetworkMismatches(sent, read *Network) []Mismatch {
+	s, r := netForm(sent), netForm(read)
+	ms, _ := networkEchoes(&s, &r)
+	return ms
 }

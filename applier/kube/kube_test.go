@@ -486,11 +486,37 @@ func TestSetStatus(t *testing.T) {
 	if got := annotations(); !reflect.DeepEqual(got, want) {
 		t.Errorf("annotations = %v, want %v (last-error removed)", got, want)
 	}
+	// A read-back mismatch is its state and an annotation of its own,
+	// removed with the mismatch.
+	mismatch := "network Calico: VNI sent 4096, read back 4097"
+	if err := c.SetStatus(ctx, Status{Digest: "sha256:2", State: StateReadbackMismatch, Mismatch: mismatch}); err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]string{"other": "kept", AnnotationDigest: "sha256:2", AnnotationState: "hns-readback-mismatch", AnnotationReadbackMismatch: mismatch}
+	if got := annotations(); !reflect.DeepEqual(got, want) {
+		t.Errorf("annotations = %v, want %v", got, want)
+	}
+	// (SetStatus trusts the cache: let it see the mismatch first.)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if n, _ := c.Node(); n.Annotations[AnnotationReadbackMismatch] == mismatch {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("cache did not catch up")
+		}
+	}
+	if err := c.SetStatus(ctx, Status{Digest: "sha256:2", State: StateConverged}); err != nil {
+		t.Fatal(err)
+	}
+	want = map[string]string{"other": "kept", AnnotationDigest: "sha256:2", AnnotationState: "converged"}
+	if got := annotations(); !reflect.DeepEqual(got, want) {
+		t.Errorf("annotations = %v, want %v (readback-mismatch removed)", got, want)
+	}
 	// Once the cache shows the status, setting it again sends nothing.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		n, _ := c.Node()
-		if n.Annotations[AnnotationDigest] == "sha256:2" && n.Annotations[AnnotationLastError] == "" {
+		if n.Annotations[AnnotationDigest] == "sha256:2" && n.Annotations[AnnotationLastError] == "" && n.Annotations[AnnotationReadbackMismatch] == "" && n.Annotations[AnnotationState] == "converged" {
 			break
 		}
 		if time.Now().After(deadline) {

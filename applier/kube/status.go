@@ -14,6 +14,9 @@ const (
 	AnnotationDigest    = "hnsplan.io/applied-digest"
 	AnnotationState     = "hnsplan.io/state"
 	AnnotationLastError = "hnsplan.io/last-error"
+	// AnnotationReadbackMismatch names the fields HNS reads back
+	// otherwise than the agent wrote them (state hns-readback-mismatch).
+	AnnotationReadbackMismatch = "hnsplan.io/readback-mismatch"
 	// AnnotationCordoned marks a cordon made by the agent, so that after a
 	// restart it knows to lift it, and never lifts an operator's.
 	AnnotationCordoned = "hnsplan.io/cordoned-by-agent"
@@ -29,6 +32,9 @@ const (
 	StateBlocked        State = "blocked"         // replacement waits on evictions a PodDisruptionBudget refuses
 	StateReplacePending State = "replace-pending" // replacement needed, but replacement is "manual"
 	StateError          State = "error"           // the last reconcile failed; see last-error
+	// StateReadbackMismatch: HNS reads an object back otherwise than the
+	// agent wrote it, after two writes; see readback-mismatch.
+	StateReadbackMismatch State = "hns-readback-mismatch"
 )
 
 // Status is what SetStatus publishes.
@@ -36,6 +42,9 @@ type Status struct {
 	Digest string // digest of the plan last applied completely; "" removes the annotation
 	State  State
 	Error  string // "" removes hnsplan.io/last-error
+	// Mismatch is the read-back mismatches, one line; "" removes
+	// hnsplan.io/readback-mismatch.
+	Mismatch string
 }
 
 // SetStatus writes st to this Node's hnsplan.io/ annotations with a JSON
@@ -43,7 +52,7 @@ type Status struct {
 // cache already shows exactly these values, so calling it after every
 // reconcile costs nothing while nothing changes.
 func (c *Client) SetStatus(ctx context.Context, st Status) error {
-	want := map[string]string{AnnotationDigest: st.Digest, AnnotationState: string(st.State), AnnotationLastError: st.Error}
+	want := map[string]string{AnnotationDigest: st.Digest, AnnotationState: string(st.State), AnnotationLastError: st.Error, AnnotationReadbackMismatch: st.Mismatch}
 	if n, ok := c.Node(); ok {
 		same := true
 		for k, v := range want {

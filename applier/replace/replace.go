@@ -621,6 +621,17 @@ func (r *runner) createNetwork(ctx context.Context) error {
 		return err
 	}
 	r.event(StepCreateNetwork, false, "created network %s", r.name)
+	// The read-back of the new network goes into the baseline at once:
+	// the steps after this one compare HNS with it, and a network HNS
+	// echoes otherwise than it was sent must not look replaced again.
+	// The caller saves the baseline when Run returns.
+	if e := r.cfg.Want.Echo; e != nil {
+		now, err := r.snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		e.Record([]hns.Op{*op}, now)
+	}
 	return nil
 }
 

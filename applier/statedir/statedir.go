@@ -1,6 +1,7 @@
 // Package statedir is the agent's state directory (--state-dir): the
 // replace journal, replace confirmations, the record of the network the
-// agent owns, and the lock that keeps a second agent out.
+// agent owns, the baseline of what HNS echoes of the agent's writes, and
+// the lock that keeps a second agent out.
 //
 // The directory decides what the agent does to the node's network (a
 // journal there makes it delete and recreate the network), so only the
@@ -27,6 +28,7 @@ const (
 	JournalFile = "replace-journal.json" // the replace in progress (applier/replace)
 	ConfirmFile = "replace-confirm"      // an operator's confirmation of a replace
 	NetworkFile = "network.json"         // the network the agent owns
+	EchoFile    = "echo.json"            // the baseline of what HNS echoes (hns.Echo)
 	LockFile    = "lock"                 // held by the running agent
 )
 
@@ -127,3 +129,45 @@ func (r Record) Load() (*hns.Owned, error) { return LoadOwned(string(r)) }
 func (r Record) Save(o hns.Owned, planDigest string) error {
 	return SaveOwned(string(r), o, planDigest)
 }
+
+// LoadEcho returns the baseline of what HNS echoes kept in dir, or an
+// empty one if there is none. A baseline that cannot be read is returned
+// empty with the error, for the caller to report: losing it costs at most
+// one more write per object, never a replace (hns.Echo).
+func LoadEcho(dir string) (*hns.Echo, error) {
+	path := filepath.Join(dir, EchoFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return hns.NewEcho(), nil
+	}
+	if err != nil {
+		return hns.NewEcho(), err
+	}
+	e := hns.NewEcho()
+	if err := json.Unmarshal(b, e); err != nil {
+		return hns.NewEcho(), fmt.Errorf("%s: %w (starting without it: objects HNS echoes otherwise are written once more; remove the file to stop this message)", path, err)
+	}
+	if e.Version != hns.EchoVersion {
+		return hns.NewEcho(), fmt.Errorf("%s: version %d, this agent reads %d (starting without it; remove the file to stop this message)", path, e.Version, hns.EchoVersion)
+	}
+	return e, nil
+}
+
+// SaveEcho keeps the baseline in dir, crash-safe.
+func SaveEcho(dir string, e *hns.Echo) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(filepath.Join(dir, EchoFile), append(b, '\n'))
+}
+
+// Baseline is the echo baseline of a state directory, as the reconciler
+// keeps it (applier.EchoStore).
+type Baseline string
+
+// Load is LoadEcho of the directory.
+func (d Baseline) Load() (*hns.Echo, error) { return LoadEcho(string(d)) }
+
+// Save is SaveEcho to the directory.
+func (d Baseline) Save(e *hns.Echo) error { return SaveEcho(string(d), e) }

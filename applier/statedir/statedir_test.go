@@ -249,3 +249,29 @@ func TestRemoveStale(t *testing.T) {
 		}
 	}
 }
+
+// TestEchoRoundTrip: the baseline survives a save and a load; a missing
+// one is empty; a damaged one is empty with an error that says so.
+func TestEchoRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	e, err := LoadEcho(dir)
+	if err != nil || len(e.Networks)+len(e.Endpoints)+len(e.Replaces) != 0 {
+		t.Fatalf("missing baseline: %+v, %v", e, err)
+	}
+	e.NoteReplace("sha256:1", "vni-changed")
+	e.Networks = map[string]*hns.NetworkEcho{"Calico": {Sent: hns.Network{Name: "Calico", Type: "Overlay", VXLANPort: 4789}, Read: hns.Network{Name: "Calico", Type: "Overlay"}}}
+	if err := SaveEcho(dir, e); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadEcho(dir)
+	if err != nil || !got.Replaced("sha256:1", "vni-changed") || got.Networks["Calico"].Sent.VXLANPort != 4789 {
+		t.Fatalf("loaded %+v, %v", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, EchoFile), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err = LoadEcho(dir)
+	if err == nil || !strings.Contains(err.Error(), "starting without it") || got == nil || got.Replaced("sha256:1", "vni-changed") {
+		t.Fatalf("damaged baseline: %+v, %v", got, err)
+	}
+}

@@ -75,7 +75,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 
 func newApplyCmd() *cobra.Command {
 	var once, dryRun, simulateCNI bool
-	var planFile, hnsFlag, node, stateDir, trustedKeys string
+	var planFile, hnsFlag, node, stateDir, trustedKeys, memQuirks string
 	cmd := &cobra.Command{
 		Use:   "apply --once --plan FILE [--trusted-keys FILE] [--dry-run] [--hns mem[:state.json]] [--state-dir DIR]",
 		Short: "Apply a plan file to HNS once: print the ops, apply them, print the result",
@@ -134,7 +134,7 @@ so that their ACLs can be applied.`,
 			if err != nil {
 				return &exitError{code: exitFailed, err: fmt.Errorf("%v; the last good plan stays applied (pass --node if this host's name is not the plan's)", err)}
 			}
-			client, closeFn, err := openHNS(hnsFlag, p)
+			client, closeFn, err := openHNS(hnsFlag, memQuirks, p)
 			if err != nil {
 				return err
 			}
@@ -174,6 +174,7 @@ so that their ACLs can be applied.`,
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", stateDirHelp)
 	cmd.Flags().BoolVar(&simulateCNI, "simulate-cni", false, "with --hns mem: create the plan's pod endpoints first, as the CNI would")
 	cmd.Flags().StringVar(&trustedKeys, "trusted-keys", "", trustedKeysHelp)
+	cmd.Flags().StringVar(&memQuirks, "mem-quirks", "", memQuirksHelp)
 	return cmd
 }
 
@@ -217,12 +218,16 @@ func applyOnce(ctx context.Context, out io.Writer, client hns.Client, p *plan.No
 	if err != nil {
 		return &exitError{code: exitFailed, err: fmt.Errorf("%w: a replace was left half done by another agent version, or the file was damaged; finish it with the agent that started it, or check HNS by hand before removing the file; nothing was changed", err)}
 	}
+	echo, err := statedir.LoadEcho(o.stateDir)
+	if err != nil {
+		fmt.Fprintf(out, "warning: %v\n", err)
+	}
 	have, err := client.Snapshot(ctx)
 	if err != nil {
 		return &exitError{code: exitFailed, err: fmt.Errorf("read HNS: %w", err)}
 	}
 	want, pending := hns.WantFromPlan(p, hns.LiveValues{})
-	want.Owned = owned
+	want.Owned, want.Echo = owned, echo
 	ops := hns.Diff(have, want)
 	fmt.Fprintf(out, "node %s, plan %s: %d ops\n", p.Node, p.Digest, len(ops))
 	for _, op := range ops {
@@ -239,22 +244,41 @@ func applyOnce(ctx context.Context, out io.Writer, client hns.Client, p *plan.No
 			fmt.Fprintln(out, "resumed now")
 		}
 	}
-	if o.dryRun || len(ops) == 0 && journal == nil {
+	if o.dryRun {
 		if len(ops) == 0 && journal == nil {
 			fmt.Fprintln(out, "HNS matches the plan.")
-			if !o.dryRun {
-				return recordOwned(o.stateDir, owned, want, p.Digest)
-			}
 		}
 		return nil
+	}
+	if len(ops) == 0 && journal == nil {
+		if err := keepEcho(o.stateDir, echo, nil, have); err != nil {
+			return err
+		}
+		if err := mismatched(out, echo.Mismatches()); err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "HNS matches the plan.")
+		return recordOwned(o.stateDir, owned, want, p.Digest)
 	}
 	if err := inTheWay(have, want, ops); err != nil {
 		return &exitError{code: exitFailed, err: err}
 	}
-	if journal != nil || slices.ContainsFunc(ops, func(op hns.Op) bool {
-		return op.Kind == hns.KindNetwork && (op.Action == hns.Replace || op.Action == hns.Delete)
-	}) {
-		if err := replaceOnce(ctx, out, client, p, want, journalPath); err != nil {
+	if i := slices.IndexFunc(ops, isNetworkReplace); i >= 0 && echo.Replaced(p.Digest, ops[i].Reason) {
+		// The loop breaker: this replace ran for this plan, and HNS reads
+		// the network back as if it had not.
+		ms := hns.NetworkMismatches(&want.Network, have.Network(cmp.Or(ops[i].From, ops[i].Name)))
+		fmt.Fprintf(out, "  not replacing network %s again: it was replaced for this plan (%s) and reads back otherwise\n", ops[i].Name, ops[i].Reason)
+		return mismatched(out, append(echo.Mismatches(), ms...))
+	}
+	if i := slices.IndexFunc(ops, isNetworkReplace); journal != nil || i >= 0 {
+		err := replaceOnce(ctx, out, client, p, want, journalPath)
+		if err == nil && i >= 0 {
+			echo.NoteReplace(p.Digest, ops[i].Reason)
+		}
+		if serr := statedir.SaveEcho(o.stateDir, echo); serr != nil && err == nil {
+			err = &exitError{code: exitFailed, err: fmt.Errorf("the network was replaced, but saving the baseline of what HNS echoes in %s failed: %w (run again)", o.stateDir, serr)}
+		}
+		if err != nil {
 			return err
 		}
 		// What is left: the pods' ACLs (the runner made the rest).
@@ -262,6 +286,9 @@ func applyOnce(ctx context.Context, out io.Writer, client hns.Client, p *plan.No
 			return &exitError{code: exitFailed, err: fmt.Errorf("read HNS: %w", err)}
 		}
 		ops = hns.Diff(have, want)
+		if slices.ContainsFunc(ops, isNetworkReplace) {
+			return mismatched(out, append(echo.Mismatches(), hns.NetworkMismatches(&want.Network, have.Network(want.Network.Name))...))
+		}
 	}
 	for i, op := range ops {
 		if err := applier.Apply(ctx, client, op, maxAttempts, nil); err != nil {
@@ -269,18 +296,51 @@ func applyOnce(ctx context.Context, out io.Writer, client hns.Client, p *plan.No
 				strings.TrimSpace(op.String()), err, hint(err), i, len(ops))}
 		}
 	}
+	// The read-back: one snapshot, which the result printed is too.
+	now, err := client.Snapshot(ctx)
+	if err != nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("read HNS back after applying: %w", err)}
+	}
+	if err := keepEcho(o.stateDir, echo, ops, now); err != nil {
+		return err
+	}
 	if err := recordOwned(o.stateDir, owned, want, p.Digest); err != nil {
 		return err
 	}
 	if o.show {
-		now, err := client.Snapshot(ctx)
-		if err != nil {
-			return &exitError{code: exitFailed, err: fmt.Errorf("read HNS after applying: %w", err)}
-		}
 		now.Canonical()
 		fmt.Fprintf(out, "\nHNS now:\n%s", now)
 	}
+	return mismatched(out, echo.Mismatches())
+}
+
+func isNetworkReplace(op hns.Op) bool {
+	return op.Kind == hns.KindNetwork && (op.Action == hns.Replace || op.Action == hns.Delete)
+}
+
+// keepEcho takes the read-back now of ops into the baseline and saves
+// it if it changed.
+func keepEcho(dir string, echo *hns.Echo, ops []hns.Op, now *hns.State) error {
+	if !echo.Record(ops, now) {
+		return nil
+	}
+	if err := statedir.SaveEcho(dir, echo); err != nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("saving the baseline of what HNS echoes in %s: %w (run again)", dir, err)}
+	}
 	return nil
+}
+
+// mismatched prints the read-back mismatches and fails (exit 1) if there
+// are any: HNS does not hold what the plan asks, as far as it reads back.
+func mismatched(out io.Writer, ms []hns.Mismatch) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	for _, m := range ms {
+		fmt.Fprintf(out, "hns-readback-mismatch: %s\n", m)
+	}
+	return &exitError{code: exitFailed, err: fmt.Errorf("HNS reads back %s otherwise than the agent wrote; not written again until the plan or the object changes (docs/first-windows-host.md says how to report it)",
+		plural(len(ms), "field", "fields"))}
 }
 
 // replaceOnce runs (or resumes) the journalled replace for apply --once.
@@ -364,17 +424,31 @@ func hint(err error) string {
 }
 
 // openRunHNS is openHNS for the service, before any plan is known.
-func openRunHNS(flag string) (hns.Client, error) {
-	c, _, err := openHNS(flag, &plan.NodePlan{})
+func openRunHNS(flag, quirks string) (hns.Client, error) {
+	c, _, err := openHNS(flag, quirks, &plan.NodePlan{})
 	return c, err
 }
 
-// openHNS returns the client --hns names. The in-memory HNS plays the
-// plan's node: its management address is the one the plan gives the host.
-func openHNS(flag string, p *plan.NodePlan) (hns.Client, func(), error) {
+const memQuirksHelp = "with --hns mem: the HNS read-back quirks to model, comma-separated (" +
+	"no-vxlanport-echo, no-acl-id, acl-any-empty, acl-extra-fields, acl-priority-default, duplicate-endpoint-names, vsid-unreadable, vsid-echo-differs; see docs/first-windows-host.md)"
+
+// openHNS returns the client --hns names, the in-memory one with the
+// --mem-quirks given. The in-memory HNS plays the plan's node: its
+// management address is the one the plan gives the host.
+func openHNS(flag, quirks string, p *plan.NodePlan) (hns.Client, func(), error) {
 	var opts []hnsmem.Option
 	if pa, ok := plan.Find[plan.ProviderAddress](p.HostEndpoint.Policies); ok {
 		opts = append(opts, hnsmem.ManagementAddress(pa.ProviderAddress))
+	}
+	if quirks != "" {
+		if flag != "mem" && !strings.HasPrefix(flag, "mem:") {
+			return nil, nil, &exitError{code: exitUsage, err: fmt.Errorf("--mem-quirks needs --hns mem or mem:FILE (the host's HNS has its own)")}
+		}
+		qs, err := hnsmem.ParseQuirks(quirks)
+		if err != nil {
+			return nil, nil, &exitError{code: exitUsage, err: fmt.Errorf("--mem-quirks: %w", err)}
+		}
+		opts = append(opts, hnsmem.WithQuirks(qs...))
 	}
 	switch {
 	case flag == "mem":

@@ -62,6 +62,9 @@ func newStatusCmd() *cobra.Command {
 			for _, p := range st.Pending {
 				fmt.Fprintf(out, "pending:  %s\n", p)
 			}
+			for _, m := range st.Mismatches {
+				fmt.Fprintf(out, "hns-readback-mismatch: %s\n", m)
+			}
 			return nil
 		},
 	}

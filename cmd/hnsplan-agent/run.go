@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -46,7 +47,7 @@ const serviceName = "hnsplan-agent"
 // runFlags are the service's settings (`run`, and what `install` passes).
 type runFlags struct {
 	node, planFile, planSource, kubeconfig, hns, listen, stateDir string
-	trustedKeys                                                   string
+	trustedKeys, memQuirks                                        string
 	resync, drainTimeout, gcGrace                                 time.Duration
 	untilConverged, simulateCNI, trustedKeysCM                    bool
 
@@ -62,6 +63,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.hns, "hns", defaultHNS, "HNS to talk to: mem, mem:STATE.json"+windowsHNSHelp)
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:9180", "address of /healthz, /readyz, /metrics and /status")
 	fl.StringVar(&f.stateDir, "state-dir", "", stateDirHelp)
+	fl.StringVar(&f.memQuirks, "mem-quirks", "", memQuirksHelp)
 	fl.DurationVar(&f.resync, "resync", 5*time.Minute, "period of passes that catch drift nobody announced")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "how long a replace waits for the node's pods to leave before it reports blocked (and retries)")
 	fl.DurationVar(&f.gcGrace, "gc-grace", 10*time.Minute, "how long a pod endpoint no pod explains is left before it is removed (needs a cluster)")
@@ -110,9 +112,12 @@ type agentStatus struct {
 	Error   string   `json:"lastError,omitempty"`
 	Ops     int      `json:"ops"`
 	Pending []string `json:"pending,omitempty"`
-	Planned string   `json:"planSource,omitempty"`
-	Reject  string   `json:"rejected,omitempty"` // the last plan refused, why
-	Signer  string   `json:"signedBy,omitempty"` // the trusted key that signed the plan in force
+	// Mismatches are the fields HNS reads back otherwise than the agent
+	// wrote them (state hns-readback-mismatch).
+	Mismatches []string `json:"readbackMismatches,omitempty"`
+	Planned    string   `json:"planSource,omitempty"`
+	Reject     string   `json:"rejected,omitempty"` // the last plan refused, why
+	Signer     string   `json:"signedBy,omitempty"` // the trusted key that signed the plan in force
 }
 
 func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error {
@@ -164,7 +169,7 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 	// HNS. The in-memory one plays this node once the first plan is known.
 	client := f.client
 	if client == nil {
-		if client, err = openRunHNS(f.hns); err != nil {
+		if client, err = openRunHNS(f.hns, f.memQuirks); err != nil {
 			return err
 		}
 	}
@@ -181,7 +186,7 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var mu sync.Mutex
 	st := agentStatus{Node: f.node, State: applier.StateWaiting}
-	r := &applier.Reconciler{HNS: client, Metrics: applier.NewMetrics(reg), Log: log, Owned: statedir.Record(sd.dir)}
+	r := &applier.Reconciler{HNS: client, Metrics: applier.NewMetrics(reg), Log: log, Owned: statedir.Record(sd.dir), Echo: statedir.Baseline(sd.dir)}
 	var drainer replace.Drainer = noDrainer{}
 	if kc != nil {
 		drainer = kc
@@ -224,10 +229,17 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 	loop.Init()
 
 	converged := make(chan struct{}, 1)
-	var tunnelFor string // the applied digest the tunnel was last looked at for (Report only)
+	errc := make(chan error, 4)
+	var tunnelFor string    // the applied digest the tunnel was last looked at for (Report only)
+	var mismatchSaid string // the mismatches last reported by an Event (Report only)
 	r.Report = func(ctx context.Context, s applier.Status) {
+		mismatches := make([]string, len(s.Mismatches))
+		for i, m := range s.Mismatches {
+			mismatches[i] = m.String()
+		}
+		mismatch := strings.Join(mismatches, "; ")
 		mu.Lock()
-		st.Applied, st.State, st.Error, st.Ops, st.Pending = s.Digest, s.State, s.LastError, s.Ops, s.Pending
+		st.Applied, st.State, st.Error, st.Ops, st.Pending, st.Mismatches = s.Digest, s.State, s.LastError, s.Ops, s.Pending, mismatches
 		if p := r.Plan(); p != nil {
 			st.Plan = p.Digest
 		}
@@ -236,8 +248,19 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 		if s.Ops > 0 || s.LastError != "" && s.State != applier.StateWaiting {
 			log.Info("pass", "state", s.State, "ops", s.Ops, "applied", s.Digest, "err", s.LastError)
 		}
+		if s.State != applier.StateError && s.State != applier.StateWaiting && mismatch != mismatchSaid {
+			// Once per new set of mismatches: they stay until the plan or
+			// the object changes.
+			if mismatch != "" {
+				log.Warn("HNS reads objects back otherwise than the agent wrote them; not writing them again", "mismatch", mismatch)
+				if kc != nil {
+					kc.Event("Warning", "HNSReadbackMismatch", "hns-readback-mismatch: "+mismatch)
+				}
+			}
+			mismatchSaid = mismatch
+		}
 		if kc != nil {
-			if err := kc.SetStatus(ctx, kube.Status{Digest: s.Digest, State: kube.State(s.State), Error: s.LastError}); err != nil {
+			if err := kc.SetStatus(ctx, kube.Status{Digest: s.Digest, State: kube.State(s.State), Error: s.LastError, Mismatch: mismatch}); err != nil {
 				log.Warn("node status", "err", err)
 			}
 			// The tunnel changes only with the network: look (a snapshot)
@@ -267,12 +290,18 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 			default:
 			}
 		}
+		if f.untilConverged && s.State == applier.StateReadbackMismatch && s.Ops == 0 {
+			// It will not converge by itself: say so and stop.
+			select {
+			case errc <- &exitError{code: exitFailed, err: errors.New(s.LastError)}:
+			default:
+			}
+		}
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 4)
 	goFn := func(fn func()) {
 		wg.Add(1)
 		go func() { defer wg.Done(); defer crash.Goroutine("hnsplan-agent"); fn() }()

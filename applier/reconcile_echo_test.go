@@ -1,0 +1,160 @@
+package applier_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hnsplan/hnsplan/applier"
+	"github.com/hnsplan/hnsplan/applier/hns"
+	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/applier/replace"
+	"github.com/hnsplan/hnsplan/applier/statedir"
+)
+
+// TestPassUnderQuirks: under every quirk a reconciler converges and its
+// next pass makes no mutating call, and the baseline it keeps in its
+// state directory carries that across a restart; a VNI change still
+// replaces the network once.
+func TestPassUnderQuirks(t *testing.T) {
+	ex := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
+	p := ex.plans["win-1"]
+	for _, q := range hnsmem.Quirks {
+		t.Run(string(q), func(t *testing.T) {
+			h := hnsmem.New(hnsmem.WithQuirks(q))
+			dir := t.TempDir()
+			d := &drainer{h: h}
+			newR := func() *applier.Reconciler {
+				return &applier.Reconciler{HNS: h, Echo: statedir.Baseline(dir), Replacer: &applier.DrainReplacer{Base: replace.Config{
+					HNS: h, Drainer: d, HostRoutes: replace.NewMemRoutes(), JournalPath: filepath.Join(dir, "journal.json"),
+					Sleep: func(context.Context, time.Duration) error { return nil }}}}
+			}
+			r := newR()
+			r.SetPlan(p)
+			mismatch := q == hnsmem.QuirkVSIDEchoDiffers
+			wantState := applier.StateConverged
+			if mismatch {
+				wantState = applier.StateReadbackMismatch
+			}
+			if st, err := r.Pass(ctx, ex.cluster); err != nil || st.State != wantState {
+				t.Fatalf("first pass: %+v, %v", st, err)
+			}
+			cni(t, h, p, ex.cluster)
+			if st, err := r.Pass(ctx, ex.cluster); err != nil || st.State != wantState || st.Ops != 2 {
+				t.Fatalf("pods: %+v, %v", st, err)
+			}
+			for i, rr := range []*applier.Reconciler{r, newR()} { // a restart reads the baseline back
+				rr.SetPlan(p)
+				h.ResetCalls()
+				st, err := rr.Pass(ctx, ex.cluster)
+				if err != nil || st.State != wantState || st.Ops != 0 || h.MutatingCalls() != 0 {
+					t.Fatalf("pass %d after converging: %+v, %v, %d mutating calls", i, st, err, h.MutatingCalls())
+				}
+				if mismatch && (len(st.Mismatches) != 1 || st.Mismatches[0].Field != "VNI" || st.Mismatches[0].Sent != "4096" || st.Mismatches[0].Read != "4097" ||
+					!strings.Contains(st.LastError, "hns-readback-mismatch: network Calico: VNI sent 4096, read back 4097")) {
+					t.Fatalf("mismatch report: %+v", st)
+				}
+			}
+			moved := withVNI(p, 5000)
+			r.SetPlan(moved)
+			if st, err := r.Pass(ctx, ex.cluster); err != nil || st.State != wantState {
+				t.Fatalf("VNI change: %+v, %v", st, err)
+			}
+			if got := h.Held().Network("Calico").Subnets[0].VNI; got != 5000 {
+				t.Fatalf("VNI %d after the replace", got)
+			}
+			if n := d.uncordons; n != 1 {
+				t.Fatalf("%d replaces (uncordons), want 1", n)
+			}
+			cni(t, h, moved, ex.cluster)
+			r.Pass(ctx, ex.cluster)
+			h.ResetCalls()
+			if st, err := r.Pass(ctx, ex.cluster); err != nil || st.Ops != 0 || h.MutatingCalls() != 0 {
+				t.Fatalf("after the replace: %+v, %v, %d calls", st, err, h.MutatingCalls())
+			}
+		})
+	}
+}
+
+// forgetful is a baseline store that keeps only the replaces it was
+// given: the record of the network is lost at every save, as if HNS
+// read the network back otherwise at every pass.
+type forgetful struct{ e *hns.Echo }
+
+func (f *forgetful) Load() (*hns.Echo, error) { return f.e, nil }
+func (f *forgetful) Save(e *hns.Echo) error {
+	f.e = hns.NewEcho()
+	f.e.Replaces = e.Replaces
+	return nil
+}
+
+// TestSameReplaceNeverTwice: when the plan's network still reads back
+// otherwise after the replace made for it, the replace does not run
+// again: the pass reports hns-readback-mismatch, with a metric.
+func TestSameReplaceNeverTwice(t *testing.T) {
+	ex := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
+	p := ex.plans["win-1"]
+	h := hnsmem.New()
+	// Another controller made the network with VNI 4097 (the plan's is
+	// 4096): a real difference, and the agent replaces it once.
+	w, _ := hns.WantFromPlan(p, hns.LiveValues{})
+	other := w.Network
+	other.RemoteRoutes = nil
+	other.Subnets = append([]hns.Subnet(nil), other.Subnets...)
+	other.Subnets[0].VNI = 4097
+	if err := h.AddNetwork(other); err != nil {
+		t.Fatal(err)
+	}
+	store := &forgetful{e: hns.NewEcho()}
+	d := &drainer{h: h}
+	reg := prometheus.NewRegistry()
+	m := applier.NewMetrics(reg)
+	replacer := &applier.DrainReplacer{Base: replace.Config{HNS: h, Drainer: d, HostRoutes: replace.NewMemRoutes(),
+		JournalPath: filepath.Join(t.TempDir(), "journal.json"), Sleep: func(context.Context, time.Duration) error { return nil }}}
+	// Each pass a new reconciler (a restart) with the forgetful store:
+	// the second pass sees the network as if it still were 4097.
+	pass := func() applier.Status {
+		r := &applier.Reconciler{HNS: h, Echo: store, Replacer: replacer, Metrics: m}
+		r.SetPlan(p)
+		st, err := r.Pass(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := pass(); st.State != applier.StateConverged || d.uncordons != 1 {
+		t.Fatalf("first pass: %+v, %d replaces", st, d.uncordons)
+	}
+	// HNS now is moved back to 4097 by the other controller.
+	if err := h.RemoveEndpoint("Calico_ep"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Apply(ctx, hns.Op{Action: hns.Replace, Kind: hns.KindNetwork, Name: other.Name, NetworkSpec: &other}); err != nil {
+		t.Fatal(err)
+	}
+	h.ResetCalls()
+	st := pass()
+	if st.State != applier.StateReadbackMismatch || d.uncordons != 1 || h.MutatingCalls() != 0 {
+		t.Fatalf("second pass: %+v, %d replaces, %d calls; want no second replace", st, d.uncordons, h.MutatingCalls())
+	}
+	if len(st.Mismatches) == 0 || st.Mismatches[0].Field != "VNI" || !strings.Contains(st.LastError, "not replacing it again") {
+		t.Fatalf("report: %+v", st)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := -1.0
+	for _, mf := range mfs {
+		if mf.GetName() == "hnsplan_hns_readback_mismatches" {
+			got = mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	if got != 1 {
+		t.Errorf("hnsplan_hns_readback_mismatches = %v, want 1", got)
+	}
+}
