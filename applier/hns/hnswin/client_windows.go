@@ -317,7 +317,7 @@ func (c *Client) applyEndpoint(ctx context.Context, op hns.Op) error {
 		if op.EndpointSpec == nil {
 			return errors.New("no endpoint spec")
 		}
-		ep, err := findEndpoint(op.Name, network(op))
+		ep, err := opEndpoint(op)
 		if err != nil {
 			return err
 		}
@@ -333,9 +333,36 @@ func (c *Client) applyEndpoint(ctx context.Context, op hns.Op) error {
 		}
 		return nil
 	case hns.Delete:
+		if op.ID != "" { // one of several of that name: by its ID only
+			ep, err := hcn.GetEndpointByID(op.ID)
+			if err = hnsError("hcn.GetEndpointByID", hns.CodeEndpointNotFound, err); hns.IsNotFound(err) {
+				return nil // gone already
+			}
+			if err != nil {
+				return err
+			}
+			return deleteThisEndpoint(ep)
+		}
 		return deleteEndpoint(op.Name)
 	}
 	return errUnsupportedOp(op)
+}
+
+// opEndpoint is the endpoint an op acts on: the one of its ID when it
+// gives one (HNS does not keep endpoint names unique), else by name.
+func opEndpoint(op hns.Op) (*hcn.HostComputeEndpoint, error) {
+	if op.ID == "" {
+		return findEndpoint(op.Name, network(op))
+	}
+	ep, err := hcn.GetEndpointByID(op.ID)
+	if err != nil {
+		return nil, hnsError("hcn.GetEndpointByID", hns.CodeEndpointNotFound, err)
+	}
+	if ep.Name != op.Name {
+		return nil, &hns.Error{Call: "hcn.GetEndpointByID", Code: hns.CodeEndpointNotFound,
+			Msg: fmt.Sprintf("endpoint %s is %q now, not %q", op.ID, ep.Name, op.Name)}
+	}
+	return ep, nil
 }
 
 // network is the network an endpoint op is about.
@@ -414,6 +441,11 @@ func deleteEndpoint(name string) error {
 	} else if err != nil {
 		return err
 	}
+	return deleteThisEndpoint(ep)
+}
+
+// deleteThisEndpoint detaches ep from its namespaces and deletes it.
+func deleteThisEndpoint(ep *hcn.HostComputeEndpoint) error {
 	nss, err := namespacesOf(ep)
 	if err != nil {
 		return err
@@ -501,7 +533,7 @@ func (c *Client) applyACLs(op hns.Op) error {
 	if op.Action != hns.Update {
 		return errUnsupportedOp(op)
 	}
-	ep, err := findEndpoint(op.Name, op.Network)
+	ep, err := opEndpoint(op)
 	if err != nil {
 		return err
 	}
