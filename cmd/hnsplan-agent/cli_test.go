@@ -12,6 +12,7 @@ import (
 
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/applier/hns/hnswin"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
@@ -140,5 +141,34 @@ func TestApplyRetries(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "1 of 3 ops were applied before it") {
 		t.Errorf("err = %v, want how far it got", err)
+	}
+}
+
+// TestCaptureDecodes: what capture writes reads back, through the
+// agent's decoder, as the in-memory HNS it was taken from.
+func TestCaptureDecodes(t *testing.T) {
+	dir := t.TempDir()
+	h, err := hnsmem.Open(filepath.Join(dir, "state.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AddNetwork(hns.Network{Name: "nat", Type: "NAT", Subnets: []hns.Subnet{{Prefix: netip.MustParsePrefix("172.29.144.0/20"), Gateway: netip.MustParseAddr("172.29.144.1")}}}); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"capture", "-o", filepath.Join(dir, "cap.json"), "--hns", "mem:" + filepath.Join(dir, "state.json")}, &stdout, &stderr); code != 0 {
+		t.Fatalf("capture: exit %d: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cap.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := hnswin.DecodeCapture(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := h.Snapshot(context.Background())
+	if got.String() != want.String() || got.Networks[0].ID != want.Networks[0].ID {
+		t.Errorf("capture reads back as\n%s\nwant\n%s", got, want)
 	}
 }

@@ -565,3 +565,63 @@ func setEndpointPolicies(ep *hcn.HostComputeEndpoint, ps []rawPolicy) error {
 	})
 	return hnsError("hcn.ModifyEndpointSettings", hns.CodeEndpointNotFound, err)
 }
+
+// Capture reads every network, endpoint, load balancer and namespace of
+// HNS as HNS wrote them (hcn's documents, unchanged), for
+// `hnsplan-agent capture`: bug reports and new fixtures. DecodeCapture
+// reads it as Snapshot would.
+func (c *Client) Capture(ctx context.Context) (*Capture, error) {
+	out := &Capture{Format: CaptureFormat, Source: "hnswin", Features: c.features,
+		Networks: []json.RawMessage{}, Endpoints: []json.RawMessage{}, LoadBalancers: []json.RawMessage{}}
+	add := func(list *[]json.RawMessage, v any) error {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		*list = append(*list, b)
+		return nil
+	}
+	nets, err := hcn.ListNetworks()
+	if err != nil {
+		return nil, fmt.Errorf("hnswin: capture: %w", listError("hcn.ListNetworks", err))
+	}
+	for i := range nets {
+		if err := add(&out.Networks, &nets[i]); err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	eps, err := hcn.ListEndpoints()
+	if err != nil {
+		return nil, fmt.Errorf("hnswin: capture: %w", listError("hcn.ListEndpoints", err))
+	}
+	for i := range eps {
+		if err := add(&out.Endpoints, &eps[i]); err != nil {
+			return nil, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	lbs, err := hcn.ListLoadBalancers()
+	if err != nil {
+		return nil, fmt.Errorf("hnswin: capture: %w", listError("hcn.ListLoadBalancers", err))
+	}
+	for i := range lbs {
+		if err := add(&out.LoadBalancers, &lbs[i]); err != nil {
+			return nil, err
+		}
+	}
+	nss, err := hcn.ListNamespaces()
+	if err != nil {
+		return nil, fmt.Errorf("hnswin: capture: %w", listError("hcn.ListNamespaces", err))
+	}
+	for i := range nss {
+		if err := add(&out.Namespaces, &nss[i]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

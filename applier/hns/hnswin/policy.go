@@ -107,12 +107,14 @@ func parseRoute(settings json.RawMessage) (hns.RemoteRoute, error) {
 }
 
 // readSubnetVNI returns the VSID of a subnet's policies (each a whole
-// {"Type","Settings"} object, as hcn.Subnet holds them), or 0.
+// {"Type","Settings"} object, as hcn.Subnet holds them, or the v1 form
+// {"Type":"VSID","VSID":4096}), or 0: absent, which Diff takes for
+// unknown, not for VNI 0.
 func readSubnetVNI(policies []json.RawMessage) (uint32, error) {
 	for _, raw := range policies {
-		var p rawPolicy
-		if err := json.Unmarshal(raw, &p); err != nil {
-			return 0, fmt.Errorf("subnet policy %s: %w", raw, err)
+		p, err := readPolicy(raw)
+		if err != nil {
+			return 0, fmt.Errorf("subnet policy: %w", err)
 		}
 		if p.Type != plan.TypeVSID {
 			continue

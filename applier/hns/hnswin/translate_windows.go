@@ -5,7 +5,6 @@ package hnswin
 import (
 	"encoding/json"
 	"fmt"
-	"net/netip"
 	"strings"
 
 	"github.com/Microsoft/hcsshim/hcn"
@@ -80,55 +79,15 @@ func toEndpointPolicies(ps []rawPolicy) []hcn.EndpointPolicy {
 	return out
 }
 
-// fromNetwork translates an hcn network into the model.
+// fromNetwork translates an hcn network into the model, through its
+// JSON (HNS's document) and the portable decoder (wire.go), which the
+// real documents of testdata/real test.
 func fromNetwork(n *hcn.HostComputeNetwork, vxlanPortSupported bool) (hns.Network, error) {
-	out := hns.Network{
-		ID:            n.Id,
-		Name:          n.Name,
-		Type:          string(n.Type),
-		NonPersistent: n.Flags&hcn.EnableNonPersistent != 0,
-	}
-	for _, ipam := range n.Ipams {
-		for _, s := range ipam.Subnets {
-			if s.IpAddressPrefix == "" {
-				continue
-			}
-			sub, err := fromSubnet(s)
-			if err != nil {
-				return hns.Network{}, fmt.Errorf("network %q: subnet %q: %w", n.Name, s.IpAddressPrefix, err)
-			}
-			out.Subnets = append(out.Subnets, sub)
-		}
-	}
-	for _, p := range fromNetPolicies(n.Policies) {
-		if err := readNetPolicy(&out, p); err != nil {
-			return hns.Network{}, err
-		}
-	}
-	impliedVXLANPort(&out, vxlanPortSupported)
-	return out, nil
-}
-
-func fromSubnet(s hcn.Subnet) (hns.Subnet, error) {
-	prefix, err := parsePrefix(s.IpAddressPrefix)
+	b, err := json.Marshal(n)
 	if err != nil {
-		return hns.Subnet{}, err
+		return hns.Network{}, fmt.Errorf("network %q: %w", n.Name, err)
 	}
-	sub := hns.Subnet{Prefix: prefix}
-	for _, r := range s.Routes {
-		dst, err := parsePrefix(r.DestinationPrefix)
-		if err != nil || !dst.IsValid() || dst.Bits() != 0 {
-			continue
-		}
-		if sub.Gateway, err = parseAddr(r.NextHop); err != nil {
-			return hns.Subnet{}, fmt.Errorf("default route: %w", err)
-		}
-		break
-	}
-	if sub.VNI, err = readSubnetVNI(s.Policies); err != nil {
-		return hns.Subnet{}, err
-	}
-	return sub, nil
+	return decodeNetwork(b, vxlanPortSupported)
 }
 
 // toNetwork translates a network of the model into the hcn network that
@@ -217,38 +176,16 @@ func routePolicy(r *hns.RemoteRoute) (hcn.NetworkPolicy, error) {
 	return hcn.NetworkPolicy{Type: hcn.RemoteSubnetRoute, Settings: settings}, nil
 }
 
-// fromEndpoint translates an hcn endpoint into the model. networks maps
-// network IDs (lower case) to the networks read; hostAttached holds the
-// IDs (lower case) of the endpoints in the host's default namespace.
+// fromEndpoint translates an hcn endpoint into the model, through its
+// JSON and the portable decoder. networks maps network IDs (lower case)
+// to the networks read; hostAttached holds the IDs (lower case) of the
+// endpoints in the host's default namespace.
 func fromEndpoint(e *hcn.HostComputeEndpoint, networks map[string]*hns.Network, hostAttached map[string]bool) (hns.Endpoint, error) {
-	out := hns.Endpoint{
-		ID:           e.Id,
-		Name:         e.Name,
-		MAC:          readMAC(e.MacAddress),
-		Remote:       e.Flags&hcn.EndpointFlagsRemoteEndpoint != 0,
-		HostAttached: hostAttached[strings.ToLower(e.Id)],
-	}
-	var subnets []netip.Prefix
-	if n := networks[strings.ToLower(e.HostComputeNetwork)]; n != nil {
-		out.Network = n.Name
-		for _, s := range n.Subnets {
-			subnets = append(subnets, s.Prefix)
-		}
-	}
-	if len(e.IpConfigurations) > 0 {
-		c := e.IpConfigurations[0]
-		ip, err := readIPConfig(c.IpAddress, c.PrefixLength, subnets)
-		if err != nil {
-			return hns.Endpoint{}, fmt.Errorf("endpoint %q: %w", e.Name, err)
-		}
-		out.IP = ip
-	}
-	policies, acls, err := readEndpointPolicies(fromEndpointPolicies(e.Policies))
+	b, err := json.Marshal(e)
 	if err != nil {
 		return hns.Endpoint{}, fmt.Errorf("endpoint %q: %w", e.Name, err)
 	}
-	out.Policies, out.ACLs = policies, acls
-	return out, nil
+	return decodeEndpoint(b, networks, hostAttached)
 }
 
 // toEndpoint translates an endpoint of the model into the hcn endpoint
