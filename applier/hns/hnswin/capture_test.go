@@ -26,7 +26,7 @@ func TestCaptureRoundTrip(t *testing.T) {
 	}
 	h.AddLoadBalancer("", netip.MustParseAddr("10.96.0.10"))
 	n := hns.Network{Name: "Calico", Type: "Overlay", VXLANPort: 4789, HostRoute: true, NonPersistent: true,
-		Subnets: []hns.Subnet{{Prefix: netip.MustParsePrefix("192.168.0.0/26"), Gateway: netip.MustParseAddr("192.168.0.1"), VNI: 4096}},
+		Subnets:      []hns.Subnet{{Prefix: netip.MustParsePrefix("192.168.0.0/26"), Gateway: netip.MustParseAddr("192.168.0.1"), VNI: 4096}},
 		RemoteRoutes: []hns.RemoteRoute{{Prefix: netip.MustParsePrefix("192.168.1.0/26"), VNI: 4096, ProviderAddress: netip.MustParseAddr("10.0.0.5"), DRMAC: "0E-2A-0A-00-00-05"}}}
 	for _, op := range []hns.Op{
 		{Action: hns.Create, Kind: hns.KindNetwork, Name: "Calico", NetworkSpec: &n},
