@@ -2,6 +2,7 @@ package applier_test
 
 import (
 	"context"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -156,5 +157,86 @@ func TestSameReplaceNeverTwice(t *testing.T) {
 	}
 	if got != 1 {
 		t.Errorf("hnsplan_hns_readback_mismatches = %v, want 1", got)
+	}
+}
+
+// TestAdoptCalicoNetwork: on a node where Calico made the network (same
+// name, type, subnet and VNI, no VxlanPort policy: 4789), with two
+// Calico_ep (calico#4280) and its own routes, the agent adopts it with no
+// drain and no replace: it keeps the network, deletes the duplicate host
+// endpoint (not the one at the plan's address), takes over the routes
+// and programs the pods' ACLs; the next pass makes no call.
+func TestAdoptCalicoNetwork(t *testing.T) {
+	ex := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
+	p := ex.plans["win-1"]
+	want, _, err := applier.WantOf(p, ex.cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hnsmem.New(hnsmem.WithQuirks(hnsmem.QuirkDuplicateEndpointNames))
+	calico := want.Network
+	calico.VXLANPort, calico.HostRoute = 0, false // Calico makes none; adds HostRoute later, or not
+	calico.RemoteRoutes = []hns.RemoteRoute{want.Network.RemoteRoutes[0],
+		{Prefix: netip.MustParsePrefix("192.168.9.0/26"), VNI: 4096, ProviderAddress: netip.MustParseAddr("10.240.0.99"), DRMAC: "0E-2A-0A-F0-00-63"}}
+	if err := h.AddNetwork(calico); err != nil {
+		t.Fatal(err)
+	}
+	host := want.HostEndpoint.IP
+	other := netip.PrefixFrom(host.Addr().Next().Next().Next().Next().Next().Next().Next(), host.Bits())
+	for _, ip := range []netip.Prefix{other, host} { // the wrong one first: GetEndpointByName finds it
+		if err := h.AddRemoteEndpoint("Calico", "Calico_ep", ip, "", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cni(t, h, p, ex.cluster)
+	before, _ := h.Snapshot(ctx)
+	netID := before.Network("Calico").ID
+	var keep string
+	for _, e := range before.Endpoints {
+		if e.Name == "Calico_ep" && e.IP == host {
+			keep = e.ID
+		}
+	}
+
+	d := &drainer{h: h}
+	dir := t.TempDir()
+	r := &applier.Reconciler{HNS: h, Echo: statedir.Baseline(dir), Replacer: &applier.DrainReplacer{Base: replace.Config{
+		HNS: h, Drainer: d, HostRoutes: replace.NewMemRoutes(), JournalPath: filepath.Join(dir, "journal.json"),
+		Sleep: func(context.Context, time.Duration) error { return nil }}}}
+	r.SetPlan(p)
+	st, err := r.Pass(ctx, ex.cluster)
+	if err != nil || st.State != applier.StateConverged {
+		t.Fatalf("adopting: %+v, %v", st, err)
+	}
+	if d.evicted || d.cordons != 0 {
+		t.Fatalf("the node was drained to adopt its network: %+v", d)
+	}
+	held := h.Held()
+	n := held.Network("Calico")
+	if n == nil || n.ID != netID {
+		t.Fatalf("the network was recreated:\n%s", h.String())
+	}
+	if len(n.RemoteRoutes) != len(want.Network.RemoteRoutes) || !n.HostRoute {
+		t.Errorf("routes or HostRoute not taken over:\n%s", h.String())
+	}
+	var hosts []hns.Endpoint
+	for _, e := range held.Endpoints {
+		if e.Name == "Calico_ep" {
+			hosts = append(hosts, e)
+		}
+	}
+	if len(hosts) != 1 || hosts[0].ID != keep {
+		t.Errorf("host endpoints %v, want only %s at %s", hosts, keep, host)
+	}
+	for ip, acls := range want.PodACLs {
+		for _, e := range held.EndpointsOn("Calico") {
+			if e.IP.Addr() == ip && !hns.EquivalentACLs(acls, e.ACLs) {
+				t.Errorf("pod %s: ACLs not programmed", ip)
+			}
+		}
+	}
+	h.ResetCalls()
+	if st, err := r.Pass(ctx, ex.cluster); err != nil || st.Ops != 0 || h.MutatingCalls() != 0 {
+		t.Errorf("next pass: %+v, %v, %d calls", st, err, h.MutatingCalls())
 	}
 }
