@@ -49,7 +49,29 @@ func unechoedACL(sent, read []plan.ACL) (s, r string, ok bool) {
 	if len(sent) != len(read) {
 		return fmt.Sprintf("%d ACLs", len(sent)), fmt.Sprintf("%d ACLs", len(read)), false
 	}
-	if slices.Equal(CanonicalACLs(sent), CanonicalACLs(read)) {
+	cs, cr := CanonicalACLs(sent), CanonicalACLs(read)
+	if slices.Equal(cs, cr) {
+		return "", "", true
+	}
+	// In canonical order, an echo pairs up rule by rule, unless HNS
+	// changed a priority (one sent as 0) or dropped Ids among rules of
+	// one priority: only then can the order differ, and a match is
+	// searched for (below). Otherwise the first pair that is no echo
+	// decides, without the search's cost.
+	reorder := false
+	for i := range cs {
+		if cs[i].Priority == 0 || i > 0 && cs[i].Priority == cs[i-1].Priority && cs[i].Direction == cs[i-1].Direction && cs[i].RuleType == cs[i-1].RuleType {
+			reorder = true
+			break
+		}
+	}
+	if !reorder {
+		for i := range cs {
+			a, b := &cs[i], &cr[i]
+			if keyOf(a) != keyOf(b) || a.Priority != b.Priority || b.Id != "" && b.Id != a.Id {
+				return describeACL(*a), describeACL(*b), false
+			}
+		}
 		return "", "", true
 	}
 	buckets := make(map[aclKey][]int, len(read))

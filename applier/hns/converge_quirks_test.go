@@ -228,3 +228,22 @@ func TestVNIChangeUnderQuirks(t *testing.T) {
 		})
 	}
 }
+
+// TestReadBackCost: at the scale, the read-back of a pass that
+// writes 27 objects is one Snapshot (hnsmem counts its three
+// enumerations): at most one read per written object, however many are
+// written.
+func TestReadBackCost(t *testing.T) {
+	have, want := hns.BigNode(10, 7)
+	h := loadBig(t, have)
+	echo := hns.NewEcho()
+	ops, writes := echoPass(t, h, want, echo)
+	reads := len(h.Calls()) - writes // echoPass reset the calls before applying
+	if writes != 27 || len(ops) != 27 {
+		t.Fatalf("%d ops, %d writes, want 27", len(ops), writes)
+	}
+	if reads != 3 || float64(reads)/float64(writes) > 1 {
+		t.Errorf("read-back: %d reads for %d written objects", reads, writes)
+	}
+	t.Logf("read-back: %d enumeration calls (one Snapshot) for %d written objects: %.2f per object", reads, writes, float64(reads)/float64(writes))
+}
