@@ -73,7 +73,8 @@ func Prepare(dir string) error {
 func RemoveStale(dir string) error {
 	return errors.Join(
 		atomicfile.RemoveStale(filepath.Join(dir, JournalFile)),
-		atomicfile.RemoveStale(filepath.Join(dir, NetworkFile)))
+		atomicfile.RemoveStale(filepath.Join(dir, NetworkFile)),
+		atomicfile.RemoveStale(filepath.Join(dir, EchoFile)))
 }
 
 // record is NetworkFile.

@@ -230,9 +230,11 @@ func TestRemoveStale(t *testing.T) {
 	files := map[string]bool{ // name -> removed
 		"." + JournalFile + ".tmp1": true,
 		"." + NetworkFile + ".tmp2": true,
+		"." + EchoFile + ".tmp4":    true,
 		"." + ConfirmFile + ".tmp3": false,
 		JournalFile:                 false,
 		NetworkFile:                 false,
+		EchoFile:                    false,
 		LockFile:                    false,
 	}
 	for name := range files {

@@ -165,7 +165,12 @@ func (w *killWorld) checkAtRest(t *testing.T, dir, scenario, when string) (step 
 		}
 	}
 	known(dir, killHNSFile, killHNSFile+".d")
-	known(sd, statedir.JournalFile, statedir.NetworkFile, statedir.LockFile)
+	known(sd, statedir.JournalFile, statedir.NetworkFile, statedir.EchoFile, statedir.LockFile)
+	// The echo baseline is written whole or not at all: a damaged one
+	// would cost a rewrite of every object on the next start.
+	if _, err := statedir.LoadEcho(sd); err != nil {
+		t.Errorf("%s: %v", when, err)
+	}
 
 	j, err := replace.LoadJournal(filepath.Join(sd, statedir.JournalFile))
 	if err != nil || j == nil {
