@@ -61,12 +61,17 @@ type Cluster struct {
 	Constraints map[string]string
 
 	src *source
+	// fromCalico holds where the settings that came from the intent's
+	// Calico resources (and not from CUE) are written, by fmt.Sprint of
+	// their path below `cluster`: Pos answers with them.
+	fromCalico map[string]diag.Pos
 }
 
 // IPAM is how pod addresses are assigned.
 type IPAM struct {
-	Type           string // "calico" | "host-local"
-	StrictAffinity bool
+	Type             string // "calico" | "host-local"
+	StrictAffinity   bool
+	MaxBlocksPerHost int // 0: no limit
 }
 
 // VXLAN holds the cluster's VXLAN parameters.
@@ -92,7 +97,8 @@ type BGPPeer struct {
 
 // Felix holds the Felix settings that matter to Windows nodes.
 type Felix struct {
-	IPIPEnabled *bool // nil if unset
+	IPIPEnabled  *bool // nil if unset
+	VXLANEnabled *bool // nil if unset
 }
 
 // Windows holds the settings of the Windows nodes' HNS networking.
@@ -153,7 +159,20 @@ func (n *Node) IsWindows() bool { return n.OS == "windows" }
 // not written, such as a default, takes the position of the nearest
 // enclosing value that was.
 func (c *Cluster) Pos(path ...any) diag.Pos {
-	if c == nil || c.src == nil {
+	if c == nil {
+		return diag.Pos{}
+	}
+	// A setting a Calico resource gave, or a pool it added, is at the
+	// resource; a value written in CUE below it stays at the CUE.
+	for i := len(path); i > 0 && len(c.fromCalico) > 0; i-- {
+		if p, ok := c.fromCalico[pathKey(path[:i])]; ok {
+			return p
+		}
+		if c.written(path[:i]...) {
+			break
+		}
+	}
+	if c.src == nil {
 		return diag.Pos{}
 	}
 	return c.src.pos(append([]any{"cluster"}, path...))
@@ -167,8 +186,12 @@ type Manifests struct {
 	Tiers           []Tier
 	Namespaces      []Namespace
 	Services        []Service
-	Files           int // how many YAML files were read
-	objects         int
+	// Calico are the projectcalico.org/v3 IPPools, IPAMConfigurations,
+	// FelixConfigurations and BGPConfigurations: settings of the cluster,
+	// merged into Intent.Cluster by Load.
+	Calico  CalicoConfig
+	Files   int // how many YAML files were read
+	objects int
 }
 
 // Len is the number of objects in m.
@@ -221,7 +244,10 @@ type Inventory struct {
 	Nodes           []KubeNode
 	EndpointSlices  []EndpointSlice
 	BlockAffinities []BlockAffinity
-	Files           []string
+	// Calico is the live Calico configuration, from its
+	// crd.projectcalico.org/v1 or projectcalico.org/v3 objects.
+	Calico CalicoConfig
+	Files  []string
 }
 
 // Pod is a v1 Pod from the inventory.

@@ -11,7 +11,9 @@ import (
 
 // LoadInventory reads live-state files: what `kubectl get pods,namespaces,
 // services,nodes,endpointslices -A -o yaml` (or -o json) prints, plus
-// Calico BlockAffinities. Fields this version of hnsplan does not know are
+// Calico BlockAffinities and configuration (IPPools, IPAMConfigs,
+// FelixConfigurations, BGPConfigurations, in their crd.projectcalico.org/v1
+// or projectcalico.org/v3 form). Fields this version of hnsplan does not know are
 // ignored, since a newer API server adds them; other kinds are ignored with
 // a warning. A file that cannot be read is returned as an error.
 //
@@ -39,11 +41,17 @@ func loadInventory(files []string, max int64, errs *diag.List) (Inventory, error
 }
 
 func (inv *Inventory) add(obj *yaml.Node, src Source, apiVersion, kind string, errs *diag.List) {
-	src.node = nil // positions only: see Inventory
 	d := &yamlDecoder{file: src.File, rule: RuleInventory, what: src.where(), errs: errs}
 	if nameRules[kind] != nil && !checkMeta(obj, kind, d) {
 		return
 	}
+	if v3kind, _, ok := calicoKind(apiVersion, kind); ok {
+		// A handful of objects: they keep their node, so that drift
+		// findings can say where each live value is written.
+		inv.Calico.addCalico(obj, src, v3kind, d)
+		return
+	}
+	src.node = nil // positions only: see Inventory
 	into := func(v any) { d.decode(obj, reflect.ValueOf(v).Elem(), "") }
 	switch apiVersion + " " + kind {
 	case "v1 Pod":
@@ -96,6 +104,6 @@ func (inv *Inventory) add(obj *yaml.Node, src Source, apiVersion, kind string, e
 		inv.BlockAffinities = append(inv.BlockAffinities, ba)
 	default:
 		errs.Add(diag.Finding{Rule: RuleInventory, Severity: diag.Warning, Pos: src.Pos,
-			Message: fmt.Sprintf("kind %s %s is ignored; the inventory reads Pods, Namespaces, Services, Nodes, EndpointSlices and Calico BlockAffinities%s", apiVersion, kind, src.where())})
+			Message: fmt.Sprintf("kind %s %s is ignored; the inventory reads Pods, Namespaces, Services, Nodes, EndpointSlices, and Calico BlockAffinities, IPPools, IPAMConfigs, FelixConfigurations and BGPConfigurations%s", apiVersion, kind, src.where())})
 	}
 }

@@ -74,8 +74,9 @@ func Load(dir string, opts Options) (*Intent, diag.List, error) {
 
 	// CUE is evaluated under a budget of time and memory: a hostile
 	// intent (a pull request) must not take the CI runner with it.
+	var res cueResult
 	err = opts.budget().evaluate(func() diag.Finding { return cueFinding(dir, rel) }, func() {
-		res := loadCUE(newContext(), dir, files, &errs)
+		res = loadCUE(newContext(), dir, files, &errs)
 		if res.ok {
 			data, err := exportJSON(res.checked)
 			if err != nil {
@@ -90,6 +91,11 @@ func Load(dir string, opts Options) (*Intent, diag.List, error) {
 		return nil, nil, err
 	}
 	loadManifests(dir, files, &in.Manifests, &errs)
+	// The Calico resources of the intent set the cluster's settings too.
+	requireStrictAffinity(res.user, &source{user: res.user, rel: rel}, &in.Manifests.Calico, &errs)
+	if in.Cluster != nil {
+		mergeCalico(in.Cluster, &in.Manifests.Calico, &errs)
+	}
 	in.Lock = readLock(dir, files, &errs)
 	if len(opts.Inventory) > 0 {
 		inv, err := loadInventory(opts.Inventory, files.max, &errs)

@@ -19,7 +19,7 @@ import (
 )
 
 // intentKinds are the manifest kinds an intent directory may hold.
-const intentKinds = "networking.k8s.io/v1 NetworkPolicy; projectcalico.org/v3 NetworkPolicy, GlobalNetworkPolicy, Tier; v1 Namespace, Service (or a v1 List of them)"
+const intentKinds = "networking.k8s.io/v1 NetworkPolicy; projectcalico.org/v3 NetworkPolicy, GlobalNetworkPolicy, Tier, IPPool, IPAMConfiguration, FelixConfiguration, BGPConfiguration; v1 Namespace, Service (or a v1 List of them)"
 
 // inventoryKinds are live state: they belong in --inventory files.
 var inventoryKinds = map[string]bool{"Pod": true, "Node": true, "EndpointSlice": true, "BlockAffinity": true}
@@ -162,6 +162,30 @@ func typeOf(obj *yaml.Node, src Source, rule string, errs *diag.List) (apiVersio
 func (m *Manifests) add(obj *yaml.Node, src Source, apiVersion, kind string, errs *diag.List) {
 	d := &yamlDecoder{file: src.File, strict: true, rule: RuleManifest, what: src.where(), errs: errs}
 	before := len(*errs)
+	v3kind, inIntent, isCalico := calicoKind(apiVersion, kind)
+	switch {
+	case isCalico && inIntent:
+		m.Calico.addCalico(obj, src, v3kind, d)
+	case isCalico:
+		errs.Errorf(RuleManifest, src.Pos, "", "kind %s %s is how a Kubernetes-datastore cluster stores Calico's %s; write it as apiVersion projectcalico.org/v3, kind %s (what `calicoctl get %s -o yaml` prints)%s", apiVersion, kind, v3kind, v3kind, strings.ToLower(v3kind), src.where())
+		return
+	default:
+		m.addOther(obj, src, apiVersion, kind, d, errs)
+		if d.rejected {
+			return
+		}
+	}
+	if len(*errs) == before {
+		name := lookupNode(obj, []any{"metadata", "name"})
+		if name.Kind != yaml.ScalarNode || name.Value == "" {
+			d.errorf(lookupNode(obj, []any{"metadata"}), "metadata.name", "%s %s has no metadata.name", apiVersion, kind)
+		}
+	}
+	m.objects++
+}
+
+// addOther decodes an intent object that is not Calico configuration.
+func (m *Manifests) addOther(obj *yaml.Node, src Source, apiVersion, kind string, d *yamlDecoder, errs *diag.List) {
 	switch apiVersion + " " + kind {
 	case "networking.k8s.io/v1 NetworkPolicy":
 		var p NetworkPolicy
@@ -199,15 +223,8 @@ func (m *Manifests) add(obj *yaml.Node, src Source, apiVersion, kind string, err
 			hint = "; live state such as this belongs in an --inventory file, not in the intent"
 		}
 		errs.Errorf(RuleManifest, src.Pos, "", "kind %s %s is not intent; accepted kinds: %s%s%s", apiVersion, kind, intentKinds, hint, src.where())
-		return
+		d.rejected = true
 	}
-	if len(*errs) == before {
-		name := lookupNode(obj, []any{"metadata", "name"})
-		if name.Kind != yaml.ScalarNode || name.Value == "" {
-			d.errorf(lookupNode(obj, []any{"metadata"}), "metadata.name", "%s %s has no metadata.name", apiVersion, kind)
-		}
-	}
-	m.objects++
 }
 
 func checkNetworkPolicy(p *NetworkPolicy, d *yamlDecoder) {

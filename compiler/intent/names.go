@@ -19,6 +19,12 @@ var nameRules = map[string]func(string) []string{
 	"Node":          validation.IsDNS1123Subdomain,
 	"EndpointSlice": validation.IsDNS1123Subdomain,
 	"BlockAffinity": validation.IsDNS1123Subdomain,
+	// Calico configuration (the CRD's IPAMConfig is IPAMConfiguration in v3).
+	"IPPool":             validation.IsDNS1123Subdomain,
+	"IPAMConfig":         validation.IsDNS1123Subdomain,
+	"IPAMConfiguration":  validation.IsDNS1123Subdomain,
+	"FelixConfiguration": validation.IsDNS1123Subdomain,
+	"BGPConfiguration":   validation.IsDNS1123Subdomain,
 }
 
 var namespaced = map[string]bool{"Pod": true, "Service": true, "EndpointSlice": true}

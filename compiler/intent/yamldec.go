@@ -29,6 +29,8 @@ type yamlDecoder struct {
 	rule   string
 	what   string // suffix of every message: " (document 2)"
 	errs   *diag.List
+	// rejected is set when the object is of a kind the caller does not take.
+	rejected bool
 }
 
 func (d *yamlDecoder) errorf(n *yaml.Node, path, format string, args ...any) {
