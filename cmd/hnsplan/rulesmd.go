@@ -14,7 +14,8 @@ import (
 const rulesDocPath = "docs/rules.md"
 
 // referenceDocs names the seed documents that the catalog's references
-// cite as reference/NNN.
+// still cite as reference/NNN: where the current documentation no longer
+// says the same, the seed document stays the reference.
 var referenceDocs = [][2]string{
 	{"reference/000", "Calico for Windows documentation, \"Known issues with Calico for Windows\""},
 	{"reference/001", "Calico for Windows documentation, \"Limitations and known issues\""},
@@ -59,7 +60,9 @@ func writeRulesMarkdown(w io.Writer, rules []policies.Rule) error {
 	b.WriteString("- **phase** says which part of hnsplan reports the rule: `load` the loader (CUE, manifests,\n")
 	b.WriteString("  inventory), `vet` the constraint checks, `policy` the network policy compiler, `compile` the\n")
 	b.WriteString("  plan compiler (hnsplan's own rules).\n")
-	b.WriteString("- **references** cite the documents a rule comes from, with the section:\n")
+	b.WriteString("- **references** cite the documents a rule comes from, with the section. A URL is the page\n")
+	b.WriteString("  itself: the Calico for Windows documentation (reviewed for Calico 3.28 to 3.30) or Kubernetes'\n")
+	b.WriteString("  Windows documentation;\n")
 	for _, d := range referenceDocs {
 		fmt.Fprintf(&b, "  `%s` is the %s;\n", d[0], d[1])
 	}

@@ -32,15 +32,26 @@ func (b Build) Less(o Build) bool {
 
 func (b Build) String() string { return fmt.Sprintf("10.0.%d.%d", b.Number, b.Revision) }
 
-// Builds that the rules name (reference 000, 001, 002, 003).
+// Builds that the rules name. The Calico for Windows requirements
+// (docs.tigera.io, 3.28 to 3.30) list Windows Server 1809 from 17763.1432
+// and 2022 from 20348.169; Kubernetes' "Networking on Windows" gives the
+// minimum builds of the Service features.
 var (
 	build1809      = Build{17763, 0}    // Windows Server 2019 / 1809
 	build1809Min   = Build{17763, 1432} // Calico for Windows minimum; kube-proxy SNAT fix
 	build1903VXLAN = Build{18317, 0}    // 1903 line: VXLAN and the SNAT fix from insider build 18317
 	build1903      = Build{18362, 0}    // 1903 GA: preserve-destination
-	buildAffinity  = Build{19551, 0}    // session affinity
-	build20H2      = 19042
+	build2022      = Build{20348, 0}    // Windows Server 2022: session affinity (Kubernetes docs)
+	build2022Min   = Build{20348, 169}  // Calico for Windows minimum on Windows Server 2022
+	build2025      = 26100              // Windows Server 2025: Kubernetes supports it, Calico's list does not
+	buildAffinity  = build2022
 )
+
+// calicoTested reports whether b is on a line the Calico for Windows
+// requirements list: Windows Server 1809/2019 (17763) or 2022 (20348).
+func calicoTested(b Build) bool {
+	return b.Number == build1809.Number || b.Number == build2022.Number
+}
 
 // vxlanCapable reports whether a build supports Calico VXLAN: 1809 (17763)
 // or, past it, the 1903 line from insider build 18317 (reference 000).

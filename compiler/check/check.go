@@ -91,7 +91,7 @@ func Run(in *intent.Intent, cat Catalog) diag.List {
 }
 
 // families are the rule families in catalog order.
-var families = []func(*checker){encapsulation, ipam, bgp, nat, platform, services}
+var families = []func(*checker){encapsulation, ipam, bgp, nat, platform, services, calico}
 
 // hasWindows reports whether the cluster has Windows nodes: most rules
 // are about them only.

@@ -71,7 +71,9 @@ func ipam(x *checker) {
 				p.Name, p.BlockSize, names(p.Windows), lim)
 		}
 	}
-	if !x.c.Windows.UseSingleNetwork {
+	// maxBlocksPerHost 1 (IPAMConfiguration) keeps a node to one block
+	// whatever the CNI would take.
+	if !x.c.Windows.UseSingleNetwork && x.c.IPAM.MaxBlocksPerHost != 1 {
 		x.report("multi-block-kube-proxy", "", []any{"windows", "useSingleNetwork"},
 			"useSingleNetwork false lets a Windows node hold several blocks, which kube-proxy does not support (one block per host)")
 	}
@@ -80,6 +82,11 @@ func ipam(x *checker) {
 		if x.c.Datastore == "etcd" {
 			x.report("datastore-support", "", []any{"datastore"},
 				"%s networking needs the kubernetes datastore (Calico runs policy-only and reads podCIDRs from the Kubernetes API), not etcd", x.c.Networking)
+		}
+	default:
+		if x.c.Datastore == "etcd" && x.c.OperatorManaged {
+			x.report("datastore-support", "", []any{"datastore"},
+				"the operator install of Calico for Windows supports only the kubernetes datastore, not etcd (operatorManaged is true)")
 		}
 	}
 	if x.usesPodCIDR() {

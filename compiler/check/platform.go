@@ -39,13 +39,21 @@ func platform(x *checker) {
 			x.report("windows-build-unsupported", n.Name, at, "%v", err)
 			continue
 		}
-		if b.Less(build1809Min) {
+		switch {
+		case b.Less(build1809Min):
 			x.report("windows-build-unsupported", n.Name, at,
 				"Windows node %s runs build %s; Calico for Windows needs Windows Server 1809 build 17763.1432 or later", n.Name, b)
+		case b.Number == build2022.Number && b.Less(build2022Min):
+			x.report("windows-build-unsupported", n.Name, at,
+				"Windows node %s runs Windows Server 2022 build %s; Calico for Windows needs 20348.169 or later on Windows Server 2022", n.Name, b)
 		}
-		if b.Number != build1809.Number && b.Number != build20H2 {
+		switch {
+		case b.Number == build2025:
 			x.report("windows-build-untested", n.Name, at,
-				"Windows node %s runs build %s, which is neither the 1809 line (17763) nor 20H2 (19042), the builds Calico for Windows is tested on", n.Name, b)
+				"Windows node %s runs Windows Server 2025 (build %s): Kubernetes supports it, but the Calico for Windows requirements (3.28 to 3.30) list only Windows Server 1809/2019 (17763) and 2022 (20348)", n.Name, b)
+		case !calicoTested(b):
+			x.report("windows-build-untested", n.Name, at,
+				"Windows node %s runs build %s, which is neither Windows Server 1809/2019 (17763) nor 2022 (20348), the versions the Calico for Windows requirements list", n.Name, b)
 		}
 		if snatsClusterIPTraffic(b) {
 			if src, ok := x.sourceSelectorPolicy(); ok {
@@ -67,12 +75,21 @@ func platform(x *checker) {
 		x.report("typha-ha", "", []any{"operatorManaged"},
 			"the tigera-operator runs Typha on Linux nodes; with %s Typha has no high availability (it wants three)", count(len(x.Linux), "Linux node"))
 	}
-	if v := x.c.CalicoVersion; v != "" && versionBelow(v, 3, 12) {
+	switch v := x.c.CalicoVersion; {
+	case v == "":
+	case x.c.OperatorManaged && versionBelow(v, 3, 27):
+		x.report("calico-version", "", []any{"calicoVersion"}, "Calico %s is older than 3.27, the first release the operator installs on Windows nodes (operatorManaged is true)", v)
+	case versionBelow(v, 3, 12):
 		x.report("calico-version", "", []any{"calicoVersion"}, "Calico %s is older than 3.12, the first release for Windows nodes hnsplan supports", v)
 	}
 	if v := x.c.KubernetesVersion; x.c.Platform == "aks" && v != "" && versionBelow(v, 1, 20) {
 		x.report("aks-kubernetes-version", "", []any{"kubernetesVersion"}, "Calico for Windows on AKS needs Kubernetes 1.20 or later, not %s", v)
 	}
+	if v := x.c.KubernetesVersion; x.c.OperatorManaged && v != "" && versionBelow(v, 1, 22) {
+		x.report("operator-kubernetes-version", "", []any{"kubernetesVersion"},
+			"the operator installs Calico for Windows as HostProcess containers, which need Kubernetes 1.22 or later, not %s", v)
+	}
+	managedPlatform(x)
 	if !x.c.Windows.KubeProxy.HostnameOverride {
 		x.report("kube-proxy-hostname-override", "", []any{"windows", "kubeProxy", "hostnameOverride"},
 			"kube-proxy on Windows without --hostname-override set to the node name deletes HNS endpoints it does not recognise; set hostnameOverride: true")
@@ -108,4 +125,23 @@ func (x *checker) sourceSelectorPolicy() (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// managedPlatform says what Calico does on AKS and EKS: there the Windows
+// pods are networked by the platform's CNI (Azure CNI, the VPC CNI), and
+// Calico for Windows enforces network policy only.
+func managedPlatform(x *checker) {
+	cni := map[string]string{"aks": "Azure CNI", "eks": "the Amazon VPC CNI"}[x.c.Platform]
+	if cni == "" {
+		return
+	}
+	switch x.c.Networking {
+	case intent.CalicoVXLAN, intent.CalicoBGP:
+		x.report("managed-platform-cni", "", []any{"networking"},
+			"platform %s with networking %s: Calico for Windows supports only %s for Windows pods there, so Calico would not network them; set networking to cloud-provider (Calico then enforces policy only)",
+			x.c.Platform, x.c.Networking, cni)
+	default:
+		x.report("managed-platform-policy-only", "", []any{"platform"},
+			"platform %s: %s networks the Windows pods and assigns their addresses; Calico for Windows enforces network policy only, so the intent's pools, IPAM and VXLAN settings do not apply to Windows pods", x.c.Platform, cni)
+	}
 }

@@ -95,7 +95,7 @@ func services(x *checker) {
 		if s.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
 			if old := olderBackends(backends, winNodes, buildAffinity); old != "" {
 				x.reportAt("session-affinity-build", "", s.Source.PosOf("spec", "sessionAffinity"), "spec.sessionAffinity",
-					"Service %s uses sessionAffinity ClientIP, which Windows supports from build 19551; backends run on older builds: %s", name, old)
+					"Service %s uses sessionAffinity ClientIP, which Windows supports from Windows Server 2022 (build 20348); backends run on older builds: %s", name, old)
 			}
 		}
 		if s.Annotations["preserve-destination"] == "true" {
