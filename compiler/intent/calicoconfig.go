@@ -156,15 +156,12 @@ func calicoKind(apiVersion, kind string) (v3kind string, inIntent, ok bool) {
 // what hnsplan cannot read is reported there.
 func (c *CalicoConfig) addCalico(obj *yaml.Node, src Source, kind string, d *yamlDecoder) {
 	into := func(v any) { d.decode(obj, reflect.ValueOf(v).Elem(), "") }
-	before := len(*d.errs)
 	switch kind {
 	case "IPPool":
 		var p IPPool
 		into(&p)
 		p.Source = src
-		if len(*d.errs) == before {
-			checkIPPool(&p, obj, d)
-		}
+		checkIPPool(&p, obj, d)
 		c.IPPools = append(c.IPPools, p)
 	case "IPAMConfiguration":
 		var p IPAMConfig

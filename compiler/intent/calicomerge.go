@@ -217,3 +217,36 @@ func requireStrictAffinity(user cue.Value, src *source, cfg *CalicoConfig, errs 
 	errs.Add(diag.Finding{Rule: RuleSchema, Severity: diag.Error, Path: "cluster.ipam.strictAffinity", Pos: src.posOf(at),
 		Message: "field \"strictAffinity\" is required but not present: set cluster.ipam.strictAffinity (Windows nodes need true), or give it in a projectcalico.org/v3 IPAMConfiguration \"default\" in the intent directory"})
 }
+
+// requirePoolCIDRs reports a CUE pool without a cidr that no IPPool of the
+// intent gives one, and drops it from c (which may be nil): a pool without
+// a CIDR is not a pool the rules or the compiler can reason about.
+func requirePoolCIDRs(user cue.Value, src *source, cfg *CalicoConfig, c *Cluster, errs *diag.List) {
+	if !user.Exists() {
+		return
+	}
+	pools := user.LookupPath(cue.ParsePath("cluster.pools"))
+	if !pools.Exists() {
+		return
+	}
+	it, err := pools.Fields()
+	if err != nil {
+		return
+	}
+	given := map[string]bool{}
+	for _, r := range cfg.IPPools {
+		given[r.Name] = true
+	}
+	for it.Next() {
+		name := it.Selector().Unquoted()
+		if given[name] || it.Value().LookupPath(cue.ParsePath("cidr")).Exists() {
+			continue
+		}
+		at := []cue.Selector{cue.Str("cluster"), cue.Str("pools"), cue.Str(name)}
+		errs.Add(diag.Finding{Rule: RuleSchema, Severity: diag.Error, Path: cuePath([]any{"pools", name, "cidr"}), Pos: src.posOf(at),
+			Message: fmt.Sprintf("field \"cidr\" is required but not present: set cluster.pools.%s.cidr, or give the pool as a projectcalico.org/v3 IPPool named %q in the intent directory", name, name)})
+		if c != nil {
+			c.Pools = slices.DeleteFunc(c.Pools, func(p Pool) bool { return p.Name == name })
+		}
+	}
+}

@@ -164,7 +164,11 @@ func decodeCluster(data []byte, src *source, errs *diag.List, partial bool) *Clu
 		if !dns1123Subdomain.MatchString(name) || len(name) > 253 {
 			errs.Errorf(RuleSchema, c.Pos("pools", name), cuePath([]any{"pools", name}), "pool name %q must be a DNS-1123 name (lower-case letters, digits, '-', '.'), as Calico's IPPool names are", name)
 		}
-		p := Pool{Name: name, CIDR: cidr(wp.CIDR, "pools", name, "cidr"), BlockSize: wp.BlockSize,
+		var pc netip.Prefix
+		if wp.CIDR != "" { // else an IPPool of the intent gives it (requirePoolCIDRs)
+			pc = cidr(wp.CIDR, "pools", name, "cidr")
+		}
+		p := Pool{Name: name, CIDR: pc, BlockSize: wp.BlockSize,
 			Encapsulation: wp.Encapsulation, VXLANMode: wp.VXLANMode, IPIPMode: wp.IPIPMode,
 			NATOutgoing: wp.NATOutgoing, NodeSelector: wp.NodeSelector, Disabled: wp.Disabled}
 		if p.CIDR.IsValid() && !(partial && p.BlockSize == 0) {

@@ -96,6 +96,7 @@ func Load(dir string, opts Options) (*Intent, diag.List, error) {
 	if in.Cluster != nil {
 		mergeCalico(in.Cluster, &in.Manifests.Calico, &errs)
 	}
+	requirePoolCIDRs(res.user, &source{user: res.user, rel: rel}, &in.Manifests.Calico, in.Cluster, &errs)
 	in.Lock = readLock(dir, files, &errs)
 	if len(opts.Inventory) > 0 {
 		inv, err := loadInventory(opts.Inventory, files.max, &errs)
