@@ -193,7 +193,7 @@ func checkConfigMaps(t *testing.T, ctx context.Context, cs kubernetes.Interface,
 
 func readIndex(t *testing.T, dir string) plan.Index {
 	t.Helper()
-	files, ok, err := readPlanDir(dir)
+	files, _, ok, err := compiler.ReadPlanDir(dir)
 	if err != nil || !ok {
 		t.Fatalf("read %s: ok=%v err=%v", dir, ok, err)
 	}
