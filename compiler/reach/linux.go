@@ -32,12 +32,28 @@ type Linux struct {
 
 	mu   sync.Mutex
 	sels map[string]selector.Selector
+	// applying memoizes, per endpoint and direction, the policies that
+	// apply to it, tier by tier: an endpoint is decided many times (a
+	// matrix row, an access delta) and its labels do not change.
+	applying map[applyKey][]tierPolicies
+}
+
+type applyKey struct {
+	pod     *acl.Pod
+	ingress bool
+}
+
+// tierPolicies are the policies of one tier that apply to an endpoint.
+type tierPolicies struct {
+	tier     *plan.Tier
+	policies []*plan.NetworkPolicy
 }
 
 // NewLinux returns an evaluator of prog over world. prog may be nil (no
 // policy: every packet allowed).
 func NewLinux(prog *plan.Program, world *acl.World) *Linux {
-	l := &Linux{prog: prog, world: world, byIP: map[netip.Addr]*acl.Pod{}, sels: map[string]selector.Selector{}}
+	l := &Linux{prog: prog, world: world, byIP: map[netip.Addr]*acl.Pod{}, sels: map[string]selector.Selector{},
+		applying: map[applyKey][]tierPolicies{}}
 	for _, p := range world.Pods {
 		l.byIP[p.IP] = p
 	}
@@ -66,21 +82,15 @@ func (l *Linux) Evaluate(ep *acl.Pod, direction string, p sim.Packet) (Decision,
 	if l.prog == nil {
 		return Decision{Allowed: true, Why: "no-policy"}, nil
 	}
-	applied := false
-	for ti := range l.prog.Tiers {
-		t := &l.prog.Tiers[ti]
-		applies, passed := false, false
+	tiers, err := l.applyingTo(ep, ingress)
+	if err != nil {
+		return Decision{}, err
+	}
+	for _, tp := range tiers {
+		t := tp.tier
+		passed := false
 	policies:
-		for pi := range t.Policies {
-			pol := &t.Policies[pi]
-			ok, err := l.applies(pol, ep, ingress)
-			if err != nil {
-				return Decision{}, fmt.Errorf("policy %s: %w", pol.ID, err)
-			}
-			if !ok {
-				continue
-			}
-			applies = true
+		for _, pol := range tp.policies {
 			rules := pol.EgressRules
 			if ingress {
 				rules = pol.IngressRules
@@ -103,21 +113,52 @@ func (l *Linux) Evaluate(ep *acl.Pod, direction string, p sim.Packet) (Decision,
 				}
 			}
 		}
-		if !applies {
-			continue
-		}
-		applied = true
 		if !passed && t.DefaultAction != "Pass" {
 			return Decision{Allowed: false, Tier: t.Name, Why: "tier-end"}, nil
 		}
 	}
-	if !applied {
+	if len(tiers) == 0 {
 		return Decision{Allowed: true, Why: "no-policy"}, nil
 	}
 	return Decision{Allowed: true, Why: "profile"}, nil
 }
 
-func (l *Linux) applies(pol *plan.NetworkPolicy, ep *acl.Pod, ingress bool) (bool, error) {
+// applyingTo returns the tiers that apply to ep in a direction, each with
+// its policies that apply, in evaluation order (memoized).
+func (l *Linux) applyingTo(ep *acl.Pod, ingress bool) ([]tierPolicies, error) {
+	key := applyKey{ep, ingress}
+	l.mu.Lock()
+	tiers, ok := l.applying[key]
+	l.mu.Unlock()
+	if ok {
+		return tiers, nil
+	}
+	for ti := range l.prog.Tiers {
+		t := &l.prog.Tiers[ti]
+		var pols []*plan.NetworkPolicy
+		for pi := range t.Policies {
+			pol := &t.Policies[pi]
+			ok, err := l.Applies(pol, ep, ingress)
+			if err != nil {
+				return nil, fmt.Errorf("policy %s: %w", pol.ID, err)
+			}
+			if ok {
+				pols = append(pols, pol)
+			}
+		}
+		if len(pols) > 0 {
+			tiers = append(tiers, tierPolicies{tier: t, policies: pols})
+		}
+	}
+	l.mu.Lock()
+	l.applying[key] = tiers
+	l.mu.Unlock()
+	return tiers, nil
+}
+
+// Applies reports whether pol applies to the endpoint ep in a direction:
+// its type, namespace and selectors.
+func (l *Linux) Applies(pol *plan.NetworkPolicy, ep *acl.Pod, ingress bool) (bool, error) {
 	if ingress && !pol.Ingress || !ingress && !pol.Egress || pol.Namespace != "" && pol.Namespace != ep.Namespace {
 		return false, nil
 	}

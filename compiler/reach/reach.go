@@ -98,6 +98,20 @@ func (d *Decider) Decide(src, dst *Endpoint, proto int, port uint16) (Verdict, e
 	return Verdict{Egress: out, Ingress: in, Allowed: out.Allowed && in.Allowed}, nil
 }
 
+// Direction decides one end of a connection between e and peer: e's
+// egress to peer when egress is set, else e's ingress from peer; port is
+// the destination port. Decide is the source's egress and the
+// destination's ingress.
+func (d *Decider) Direction(e, peer *Endpoint, egress bool, proto int, port uint16) (Side, error) {
+	if egress {
+		return d.side(e, "Out", sim.Packet{Protocol: proto, Remote: peer.Pod.IP, LocalPort: EphemeralPort, RemotePort: port})
+	}
+	return d.side(e, "In", sim.Packet{Protocol: proto, Remote: peer.Pod.IP, LocalPort: port, RemotePort: EphemeralPort})
+}
+
+// Linux is the decider's Linux evaluator.
+func (d *Decider) Linux() *Linux { return d.linux }
+
 func (d *Decider) side(e *Endpoint, direction string, p sim.Packet) (Side, error) {
 	s := Side{Endpoint: e}
 	switch e.OS {
