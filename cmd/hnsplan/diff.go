@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hnsplan/hnsplan/compiler"
+	"github.com/hnsplan/hnsplan/compiler/access"
 	"github.com/hnsplan/hnsplan/compiler/diff"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
@@ -22,7 +23,7 @@ import (
 func newDiffCmd(g *globalFlags) *cobra.Command {
 	var inventory []string
 	var base string
-	var detailed bool
+	var detailed, withAccess bool
 	cmd := &cobra.Command{
 		Use:   "diff BASE HEAD | diff --base GIT-REF DIR",
 		Short: "Show what a change does to the Windows nodes' HNS: replaces (drains), routes, reprogrammed endpoints",
@@ -34,6 +35,18 @@ BASE and HEAD are intent directories (compiled here) or plan directories (writte
 compile, with _index.json, or index.json before). With --base GIT-REF, BASE is DIR as it was at GIT-REF, read
 from git's objects without touching the work tree. --inventory adds the blast radius:
 the pods a drain evicts and the endpoints whose ACL lists change.
+
+Policy changes are shown field by field (ingress[0].destination.ports: 80 -> 8080), rules
+added and removed, with the policy's file:line. Nodes with the same changes are shown once,
+with their names.
+
+With --inventory and intent directories on both sides, diff also shows the access delta:
+every (source pod, destination pod, protocol, port) whose verdict changes, newly denied
+first, each with the deciding ACL or policy rule (file:line) before and after. Windows
+pods are decided by their compiled ACL lists, Linux pods from the policy program, as
+matrix does; only endpoints whose ACL lists or deciding policies changed are evaluated.
+The ports probed are those the changed policies' rules name and each destination's
+container ports. --access=false leaves it out.
 
 An intent that does not exist on one side is an intent added or removed. With --base,
 DIR absent at GIT-REF (git's tree there has no such path) shows every node created, and
@@ -71,18 +84,30 @@ characters) or json. --detailed-exitcode: 0 no changes, 2 changes, 1 error.`,
 					return err
 				}
 			}
-			bp, err := bs.plans(cmd, g, inventory)
+			bp, bc, err := bs.plans(cmd, g, inventory)
 			if err != nil {
 				return err
 			}
-			hp, err := hs.plans(cmd, g, inventory)
+			hp, hc, err := hs.plans(cmd, g, inventory)
 			if err != nil {
 				return err
 			}
-			res := diff.Plans(bp, hp)
+			res := diff.PlansWith(bp, hp, diff.Options{BaseDir: bs.display, HeadDir: hs.display})
 			for _, s := range []side{bs, hs} {
 				if s.note != "" {
 					res.Notes = append(res.Notes, s.note)
+				}
+			}
+			if len(inventory) > 0 && withAccess {
+				switch {
+				case bs.absent || hs.absent:
+					res.Notes = append(res.Notes, "access changes are not shown: the intent exists on one side only")
+				case bc == nil || hc == nil:
+					res.Notes = append(res.Notes, "access changes are not shown: they need both sides as intent directories (a plan directory has no pod labels)")
+				default:
+					if res.Access, err = accessDelta(bc, hc, bs.display, hs.display); err != nil {
+						return err
+					}
 				}
 			}
 			out := cmd.OutOrStdout()
@@ -106,6 +131,7 @@ characters) or json. --detailed-exitcode: 0 no changes, 2 changes, 1 error.`,
 	cmd.Flags().StringVar(&base, "base", "", "compare DIR with DIR as it was at this git ref (e.g. origin/main)")
 	cmd.Flags().StringArrayVar(&inventory, "inventory", nil, "live-state file: adds drained pods and reprogrammed endpoints; repeatable")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 0 without changes, 2 with changes, 1 on error")
+	cmd.Flags().BoolVar(&withAccess, "access", true, "with --inventory: show who gains or loses access (the access delta)")
 	g.outputFlag(cmd, "text", "json", "markdown")
 	return cmd
 }
@@ -115,32 +141,54 @@ characters) or json. --detailed-exitcode: 0 no changes, 2 changes, 1 error.`,
 // removed; note then says so to the reader.
 type side struct {
 	dir, name string
-	absent    bool
-	note      string
+	// display is the intent directory as the reader knows it, which
+	// source positions are shown relative to: DIR for both sides of
+	// --base (the base is DIR at REF, read into a temporary directory).
+	display string
+	absent  bool
+	note    string
 }
 
-// plans returns the side's plans: none when it is absent.
-func (s side) plans(cmd *cobra.Command, g *globalFlags, inventory []string) ([]*plan.NodePlan, error) {
+// plans returns the side's plans: none when it is absent; and, for an
+// intent directory, the compiled intent.
+func (s side) plans(cmd *cobra.Command, g *globalFlags, inventory []string) ([]*plan.NodePlan, *compiled, error) {
 	if s.absent {
-		return nil, nil
+		return nil, nil, nil
 	}
 	return sidePlans(cmd, g, s.dir, s.name, inventory)
 }
 
-// sidePlans returns one side's plans: a plan directory's, decoded and
-// verified, or an intent directory's, compiled.
-func sidePlans(cmd *cobra.Command, g *globalFlags, dir, name string, inventory []string) ([]*plan.NodePlan, error) {
-	if _, plans, ok, err := compiler.ReadPlanDir(dir); ok {
-		if err != nil {
-			return nil, &exitError{code: exitInvalid, err: fmt.Errorf("%s: %v", name, err)}
-		}
-		return plans, nil
-	}
-	c, err := compileDir(cmd, g, dir, name, inventory, false)
+// accessDelta compares the access models of two compiled intents.
+func accessDelta(b, h *compiled, bName, hName string) (*access.Delta, error) {
+	bm, err := modelOf(b, bName)
 	if err != nil {
 		return nil, err
 	}
-	return c.result.Plans, nil
+	hm, err := modelOf(h, hName)
+	if err != nil {
+		return nil, err
+	}
+	d, err := access.Diff(bm, hm)
+	if err != nil {
+		return nil, &exitError{code: exitInvalid, err: fmt.Errorf("access delta: %v", err)}
+	}
+	return d, nil
+}
+
+// sidePlans returns one side's plans: a plan directory's, decoded and
+// verified, or an intent directory's, compiled (with the compiled intent).
+func sidePlans(cmd *cobra.Command, g *globalFlags, dir, name string, inventory []string) ([]*plan.NodePlan, *compiled, error) {
+	if _, plans, ok, err := compiler.ReadPlanDir(dir); ok {
+		if err != nil {
+			return nil, nil, &exitError{code: exitInvalid, err: fmt.Errorf("%s: %v", name, err)}
+		}
+		return plans, nil, nil
+	}
+	c, err := compileDir(cmd, g, dir, name, inventory, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c.result.Plans, c, nil
 }
 
 // dirSides resolves the plain form, diff BASE HEAD. A BASE that does not
@@ -150,7 +198,7 @@ func sidePlans(cmd *cobra.Command, g *globalFlags, dir, name string, inventory [
 // deletion not yet committed): a mistyped HEAD must not show every node
 // being removed.
 func dirSides(baseDir, headDir string) (side, side, error) {
-	bs, hs := side{dir: baseDir, name: baseDir}, side{dir: headDir, name: headDir}
+	bs, hs := side{dir: baseDir, name: baseDir, display: baseDir}, side{dir: headDir, name: headDir, display: headDir}
 	bAbsent, err := absent(baseDir)
 	if err != nil {
 		return bs, hs, err
@@ -189,7 +237,7 @@ func dirSides(baseDir, headDir string) (side, side, error) {
 // failure (no repository, no such ref) is an error, as is DIR on neither
 // side.
 func gitSides(ref, dir string) (side, side, func(), error) {
-	bs, hs := side{name: dir + "@" + ref}, side{dir: dir, name: dir}
+	bs, hs := side{name: dir + "@" + ref, display: dir}, side{dir: dir, name: dir, display: dir}
 	none := func() {}
 	gp, err := gitPathOf(dir)
 	if err != nil {

@@ -6,34 +6,35 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"net/netip"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/hnsplan/hnsplan/compiler/acl"
+	"github.com/hnsplan/hnsplan/compiler/access"
 	"github.com/hnsplan/hnsplan/compiler/check"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 	"github.com/hnsplan/hnsplan/compiler/policy"
 	"github.com/hnsplan/hnsplan/compiler/reach"
-	"github.com/hnsplan/hnsplan/compiler/sim"
 )
 
-// endpoints compiles dir with the inventory and returns every pod with an
-// address on a Windows node (with its compiled ACL list) or a Linux node
-// (decided from the program), by pod key; the sorted keys; the program;
-// and the decider of connections between them.
-func endpoints(cmd *cobra.Command, g *globalFlags, dir string, inventory []string) (map[string]*reach.Endpoint, []string, *plan.Program, *reach.Decider, error) {
+// model compiles dir with the inventory and returns its access model:
+// every pod with an address on a Windows node (with its compiled ACL list)
+// or a Linux node (decided from the program). name is how dir is called
+// in messages and source positions.
+func model(cmd *cobra.Command, g *globalFlags, dir, name string, inventory []string) (*access.Model, error) {
 	if len(inventory) == 0 {
-		return nil, nil, nil, nil, errors.New("needs --inventory: the pods, their labels and addresses")
+		return nil, errors.New("needs --inventory: the pods, their labels and addresses")
 	}
-	c, err := compileDir(cmd, g, dir, dir, inventory, false)
+	c, err := compileDir(cmd, g, dir, name, inventory, false)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, err
 	}
+	return modelOf(c, name)
+}
+
+// modelOf is the access model of a compiled intent.
+func modelOf(c *compiled, name string) (*access.Model, error) {
 	var prog *plan.Program
 	if len(c.result.Plans) > 0 {
 		prog = c.result.Plans[0].Program
@@ -43,44 +44,11 @@ func endpoints(cmd *cobra.Command, g *globalFlags, dir string, inventory []strin
 			prog = nil
 		}
 	}
-	world := acl.NewWorld(policy.Pods(&c.in.Inventory), policy.NamespaceLabels(c.in), nil)
-	pods := map[string]*acl.Pod{}
-	for _, p := range world.Pods {
-		pods[p.Key()] = p
+	m, err := access.NewModel(c.in, c.result.Plans, prog, name)
+	if err != nil {
+		return nil, &exitError{code: exitInvalid, err: err}
 	}
-	eps := map[string]*reach.Endpoint{}
-	for _, p := range c.result.Plans {
-		for _, e := range p.Endpoints {
-			var acls []plan.ACL
-			for _, pol := range e.Policies {
-				if a, ok := pol.Settings.(plan.ACL); ok {
-					acls = append(acls, a)
-				}
-			}
-			l, err := sim.Compile(acls)
-			if err != nil {
-				return nil, nil, nil, nil, &exitError{code: exitInvalid, err: fmt.Errorf("pod %s: %v", e.Pod, err)}
-			}
-			pod := pods[e.Pod]
-			if pod == nil { // the plan's address is the one the inventory gives
-				pod = &acl.Pod{Namespace: strings.SplitN(e.Pod, "/", 2)[0], Name: strings.SplitN(e.Pod, "/", 2)[1], IP: e.IpConfigurations[0].IpAddress}
-			}
-			eps[e.Pod] = &reach.Endpoint{Pod: pod, Node: p.Node, OS: reach.OSWindows, ACL: l}
-		}
-	}
-	linux := map[string]bool{}
-	for _, n := range c.in.Cluster.Nodes {
-		linux[n.Name] = !n.IsWindows()
-	}
-	for i := range c.in.Inventory.Pods {
-		ip := &c.in.Inventory.Pods[i]
-		key := cmp.Or(ip.Namespace, "default") + "/" + ip.Name
-		if pod := pods[key]; pod != nil && linux[ip.Spec.NodeName] {
-			eps[key] = &reach.Endpoint{Pod: pod, Node: ip.Spec.NodeName, OS: reach.OSLinux}
-		}
-	}
-	keys := slices.Sorted(maps.Keys(eps))
-	return eps, keys, prog, reach.NewDecider(prog, world), nil
+	return m, nil
 }
 
 // policyPorts lists the numeric ports the program's rules name.
@@ -155,7 +123,7 @@ policies name plus 80; protocol TCP unless --protocol.`,
 			if !ok {
 				return fmt.Errorf("--protocol %q: want TCP, UDP, SCTP or ICMP", protocol)
 			}
-			eps, keys, prog, decider, err := endpoints(cmd, g, args[0], inventory)
+			m, err := model(cmd, g, args[0], args[0], inventory)
 			if err != nil {
 				var ee *exitError
 				if errors.As(err, &ee) {
@@ -163,6 +131,7 @@ policies name plus 80; protocol TCP unless --protocol.`,
 				}
 				return &exitError{code: exitUsage, err: fmt.Errorf("matrix %v", err)}
 			}
+			eps, keys, prog, decider := m.Endpoints, m.Keys, m.Program, m.Decider
 			ports := []uint16{port}
 			if port == 0 {
 				ports = policyPorts(prog)
@@ -247,16 +216,20 @@ func writeMatrix(w io.Writer, keys []string, eps map[string]*reach.Endpoint, por
 
 func newExplainCmd(g *globalFlags) *cobra.Command {
 	var inventory []string
-	var from, to, protocol string
+	var from, to, protocol, base string
 	var port uint16
 	cmd := &cobra.Command{
-		Use:   "explain DIR --inventory FILE --from NS/POD --to NS/POD --port P",
+		Use:   "explain DIR --inventory FILE --from NS/POD --to NS/POD --port P [--base GIT-REF]",
 		Short: "Say why one connection is allowed or blocked: the deciding ACL or policy rule on each side",
 		Long: `explain compiles DIR with the inventory's pods and evaluates one connection: the source's
 egress and the destination's ingress. A side on a Windows node is decided by its compiled HNS
 ACL list: explain shows the deciding ACL, its priority, and the policy rule (file:line) it came
 from. A side on a Linux node is decided by Calico there, from the compiled policy program:
-explain shows the deciding rule, or the tier end or profile that decided.`,
+explain shows the deciding rule, or the tier end or profile that decided.
+
+With --base GIT-REF, explain decides the connection twice, on DIR as it was at GIT-REF (read
+from git's objects, as diff --base does) and on DIR in the work tree, and shows both: what a
+change does to this connection, and why.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.checkOutput(cmd, "text", "json"); err != nil {
@@ -269,56 +242,53 @@ explain shows the deciding rule, or the tier end or profile that decided.`,
 			if from == "" || to == "" || port == 0 && proto != 1 {
 				return errors.New("explain needs --from NS/POD, --to NS/POD and --port")
 			}
-			eps, _, prog, decider, err := endpoints(cmd, g, args[0], inventory)
-			if err != nil {
-				var ee *exitError
-				if errors.As(err, &ee) {
+			q := query{from: from, to: to, protocol: strings.ToUpper(protocol), proto: proto, port: port}
+			w := cmd.OutOrStdout()
+			if base == "" {
+				res, err := explainIn(cmd, g, args[0], args[0], inventory, q)
+				if err != nil {
 					return err
 				}
-				return &exitError{code: exitUsage, err: fmt.Errorf("explain %v", err)}
-			}
-			src, dst := eps[from], eps[to]
-			for _, k := range []string{from, to} {
-				if eps[k] == nil {
-					return &exitError{code: exitUsage, err: fmt.Errorf("pod %s is not a pod with an address on a Windows or Linux node of %s and the inventory (use namespace/name)", k, args[0])}
+				if g.output == "json" {
+					return writeJSON(w, res)
 				}
+				writeExplained(w, "", res)
+				return nil
 			}
-			v, err := decideOrExit(decider, src, dst, proto, port)
+			bs, hs, cleanup, err := gitSides(base, args[0])
 			if err != nil {
 				return err
 			}
-			origins := ruleOrigins(prog, args[0])
-			res := struct {
-				From      string      `json:"from"`
-				To        string      `json:"to"`
-				Protocol  string      `json:"protocol"`
-				Port      uint16      `json:"port"`
-				Allowed   bool        `json:"allowed"`
-				DecidedBy string      `json:"decidedBy"`
-				Egress    explainSide `json:"egress"`
-				Ingress   explainSide `json:"ingress"`
-			}{from, to, strings.ToUpper(protocol), port, v.Allowed, v.DecidedBy(), explained(v.Egress, origins), explained(v.Ingress, origins)}
-			w := cmd.OutOrStdout()
+			defer cleanup()
+			if bs.absent || hs.absent {
+				return &exitError{code: exitUsage, err: fmt.Errorf("explain --base %s: %s exists on one side only (%s); there is no connection to compare", base, args[0], cmp.Or(bs.note, hs.note))}
+			}
+			// The base's source positions read as DIR's: the same files at REF.
+			before, err := explainIn(cmd, g, bs.dir, args[0], inventory, q)
+			if err != nil {
+				return err
+			}
+			after, err := explainIn(cmd, g, hs.dir, args[0], inventory, q)
+			if err != nil {
+				return err
+			}
 			if g.output == "json" {
-				enc := json.NewEncoder(w)
-				enc.SetIndent("", "  ")
-				return enc.Encode(res)
+				return writeJSON(w, struct {
+					Base   string    `json:"base"`
+					Before explained `json:"before"`
+					After  explained `json:"after"`
+				}{base, before, after})
 			}
 			verdict := map[bool]string{true: "ALLOWED", false: "BLOCKED"}
-			fmt.Fprintf(w, "%s -> %s  %s/%d: %s\n", from, to, res.Protocol, port, verdict[v.Allowed])
-			for _, s := range []struct {
-				name string
-				s    explainSide
-			}{{"egress of " + from, res.Egress}, {"ingress of " + to, res.Ingress}} {
-				fmt.Fprintf(w, "  %s (node %s, %s): %s\n", s.name, s.s.Node, s.s.OS, map[bool]string{true: "allow", false: "block"}[s.s.Allowed])
-				switch {
-				case s.s.ACL != "":
-					fmt.Fprintf(w, "    ACL %s, priority %d\n", s.s.ACL, s.s.Priority)
-				case s.s.OS == reach.OSLinux:
-					fmt.Fprintln(w, "    Calico on Linux, from the policy program")
-				}
-				fmt.Fprintf(w, "    %s\n", s.s.Because)
+			change := "unchanged"
+			if before.Allowed != after.Allowed {
+				change = "changed"
 			}
+			fmt.Fprintf(w, "%s -> %s  %s/%d: %s -> %s (%s)\n", from, to, q.protocol, port, verdict[before.Allowed], verdict[after.Allowed], change)
+			fmt.Fprintf(w, "before (%s at %s):\n", args[0], base)
+			writeExplained(w, "  ", before)
+			fmt.Fprintf(w, "after (%s):\n", args[0])
+			writeExplained(w, "  ", after)
 			return nil
 		},
 	}
@@ -327,105 +297,74 @@ explain shows the deciding rule, or the tier end or profile that decided.`,
 	cmd.Flags().StringVar(&to, "to", "", "destination pod, namespace/name")
 	cmd.Flags().Uint16Var(&port, "port", 0, "destination port")
 	cmd.Flags().StringVar(&protocol, "protocol", "TCP", "TCP, UDP, SCTP or ICMP")
+	cmd.Flags().StringVar(&base, "base", "", "also decide the connection on DIR as it was at this git ref, and show both")
 	g.outputFlag(cmd, "text", "json")
 	return cmd
 }
 
-// explainSide is one end of an explained connection.
-type explainSide struct {
-	Endpoint string `json:"endpoint"`
-	Node     string `json:"node"`
-	OS       string `json:"os"`
-	Allowed  bool   `json:"allowed"`
-	ACL      string `json:"acl,omitempty"`      // Windows: the deciding ACL
-	Priority uint16 `json:"priority,omitempty"` // and its priority
-	Rule     string `json:"rule,omitempty"`     // Linux: the deciding rule
-	Because  string `json:"because"`
+// query is the connection explain decides.
+type query struct {
+	from, to, protocol string
+	proto              int
+	port               uint16
 }
 
-func explained(s reach.Side, origins map[string]origin) explainSide {
-	e := s.Endpoint
-	out := explainSide{Endpoint: e.Key(), Node: e.Node, OS: e.OS, Allowed: s.Allowed}
-	if e.OS == reach.OSWindows {
-		out.Because = "no ACL matched: HNS allows by default"
-		if a := s.Windows.ACL; a != nil {
-			out.ACL, out.Priority, out.Because = a.Id, a.Priority, explainACL(a.Id, origins)
+// explained is one decided connection.
+type explained struct {
+	From      string             `json:"from"`
+	To        string             `json:"to"`
+	Protocol  string             `json:"protocol"`
+	Port      uint16             `json:"port"`
+	Allowed   bool               `json:"allowed"`
+	DecidedBy string             `json:"decidedBy"`
+	Egress    access.Explanation `json:"egress"`
+	Ingress   access.Explanation `json:"ingress"`
+}
+
+// explainIn compiles dir (called name) and decides q there.
+func explainIn(cmd *cobra.Command, g *globalFlags, dir, name string, inventory []string, q query) (explained, error) {
+	m, err := model(cmd, g, dir, name, inventory)
+	if err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return explained{}, err
 		}
-		return out
+		return explained{}, &exitError{code: exitUsage, err: fmt.Errorf("explain %v", err)}
 	}
-	d := s.Linux
-	switch d.Why {
-	case "rule":
-		out.Rule = d.Rule.ID
-		out.Because = explainRule(d.Rule.ID, origins)
-	case "tier-end":
-		out.Because = fmt.Sprintf("a policy of tier %q selects this endpoint and none of its rules matched: the tier's default deny", d.Tier)
-	case "no-policy":
-		out.Because = "no policy selects this endpoint in this direction: the namespace profile allows"
-	default:
-		out.Because = "the traffic passed every tier: the namespace profile allows"
-	}
-	return out
-}
-
-// origin is where a rendered rule comes from.
-type origin struct {
-	policy, source string
-}
-
-// ruleOrigins maps rule ids to their policy and source position (relative
-// to the working directory).
-func ruleOrigins(prog *plan.Program, dir string) map[string]origin {
-	m := map[string]origin{}
-	if prog == nil {
-		return m
-	}
-	for _, t := range prog.Tiers {
-		for _, p := range t.Policies {
-			for _, r := range append(slices.Clone(p.IngressRules), p.EgressRules...) {
-				src := r.Source
-				if src != "" {
-					src = filepath.Join(dir, src)
-				}
-				m[r.ID] = origin{policy: p.ID, source: src}
-			}
+	for _, k := range []string{q.from, q.to} {
+		if m.Endpoints[k] == nil {
+			return explained{}, &exitError{code: exitUsage, err: fmt.Errorf("pod %s is not a pod with an address on a Windows or Linux node of %s and the inventory (use namespace/name)", k, name)}
 		}
 	}
-	return m
+	v, err := decideOrExit(m.Decider, m.Endpoints[q.from], m.Endpoints[q.to], q.proto, q.port)
+	if err != nil {
+		return explained{}, err
+	}
+	return explained{q.from, q.to, q.protocol, q.port, v.Allowed, v.DecidedBy(),
+		access.Explain(v.Egress, m.Origins), access.Explain(v.Ingress, m.Origins)}, nil
 }
 
-// explainRule says, in words, where a program rule comes from.
-func explainRule(rule string, origins map[string]origin) string {
-	if o, ok := origins[rule]; ok {
-		return fmt.Sprintf("rule %s of policy %s, %s", rule, o.policy, o.source)
+func writeExplained(w io.Writer, indent string, res explained) {
+	verdict := map[bool]string{true: "ALLOWED", false: "BLOCKED"}
+	fmt.Fprintf(w, "%s%s -> %s  %s/%d: %s\n", indent, res.From, res.To, res.Protocol, res.Port, verdict[res.Allowed])
+	for _, s := range []struct {
+		name string
+		s    access.Explanation
+	}{{"egress of " + res.From, res.Egress}, {"ingress of " + res.To, res.Ingress}} {
+		fmt.Fprintf(w, "%s  %s (node %s, %s): %s\n", indent, s.name, s.s.Node, s.s.OS, map[bool]string{true: "allow", false: "block"}[s.s.Allowed])
+		switch {
+		case s.s.ACL != "":
+			fmt.Fprintf(w, "%s    ACL %s, priority %d\n", indent, s.s.ACL, s.s.Priority)
+		case s.s.OS == reach.OSLinux:
+			fmt.Fprintf(w, "%s    Calico on Linux, from the policy program\n", indent)
+		}
+		fmt.Fprintf(w, "%s    %s\n", indent, s.s.Because)
 	}
-	return "rule " + rule
 }
 
-// explainACL says, in words, which rule an ACL id comes from.
-func explainACL(id string, origins map[string]origin) string {
-	rule := id
-	if i := strings.LastIndexByte(id, '-'); i > 0 {
-		rule = id[:i]
-	}
-	if _, ok := origins[rule]; ok {
-		return explainRule(rule, origins)
-	}
-	switch {
-	case id == "allow-host-to-endpoint":
-		return "the node's own addresses always reach its pods (kubelet probes)"
-	case strings.HasPrefix(rule, "no-policy-"):
-		return "no policy selects this endpoint in this direction: the namespace profile allows"
-	case strings.HasPrefix(rule, "profile-"):
-		return "the traffic passed every tier: the namespace profile allows"
-	case strings.HasPrefix(rule, "tier-") && strings.Contains(rule, "-end-"):
-		tier := strings.TrimPrefix(rule[:strings.LastIndex(rule, "-end-")], "tier-")
-		return fmt.Sprintf("a policy of tier %q selects this endpoint and none of its rules matched: the tier's default deny", tier)
-	}
-	return "rule " + rule
-}
-
-func parseAddr(s string) netip.Addr {
-	a, _ := netip.ParseAddr(s)
-	return a
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
 }

@@ -11,12 +11,15 @@ package diff
 import (
 	"bytes"
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
 
+	"github.com/hnsplan/hnsplan/compiler/access"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
@@ -78,6 +81,13 @@ type Change struct {
 	// inventory), and Drained the pods a replace evicts.
 	Endpoints []string `json:"endpoints,omitempty"`
 	Drained   []string `json:"drained,omitempty"`
+	// Policies are the network policies the change creates, deletes or
+	// updates (kind policy), field by field.
+	Policies []PolicyChange `json:"policies,omitempty"`
+	// whole identifies the complete change where Details list only part
+	// of it (routes past MaxListDetails), so that only nodes with the
+	// same whole change are grouped.
+	whole string
 }
 
 // Detail is one attribute's difference: Before and After are "" when the
@@ -98,6 +108,10 @@ type Result struct {
 	// Notes say what the renderers must tell the reader beyond the
 	// changes, such as a side that does not exist (every node created).
 	Notes []string `json:"notes,omitempty"`
+	// Access is what the change does to who can reach whom, when the
+	// diff had an inventory and both sides' intents (access.Diff); nil
+	// when it was not computed.
+	Access *access.Delta `json:"-"`
 }
 
 // Summary counts a result the way its closing line says it.
@@ -137,8 +151,13 @@ func (r *Result) Summarize() Summary {
 func (r *Result) HasChanges() bool { return len(r.Changes) > 0 }
 
 // Plans compares base with head, each a set of plans (by node).
-func Plans(base, head []*plan.NodePlan) *Result {
+func Plans(base, head []*plan.NodePlan) *Result { return PlansWith(base, head, Options{}) }
+
+// PlansWith is Plans with the intent directories of both sides, which the
+// policies' source positions are relative to.
+func PlansWith(base, head []*plan.NodePlan, opt Options) *Result {
 	b, h := index(base), index(head)
+	d := &differ{opt: opt, programs: map[[2]*plan.Program]programChange{}}
 	res := &Result{Changes: []Change{}}
 	nodes := map[string]bool{}
 	for n := range b {
@@ -167,7 +186,7 @@ func Plans(base, head []*plan.NodePlan) *Result {
 			res.Changes = append(res.Changes, Change{Node: n, Kind: "node", Name: n, Action: Delete,
 				Impact: []string{"the node leaves the intent: its agent keeps the last plan it applied"}})
 		default:
-			res.Changes = append(res.Changes, node(bp, hp)...)
+			res.Changes = append(res.Changes, d.node(bp, hp)...)
 		}
 	}
 	return res
@@ -205,7 +224,7 @@ func identityOf(p *plan.NodePlan) identity {
 	return id
 }
 
-func node(b, h *plan.NodePlan) []Change {
+func (d *differ) node(b, h *plan.NodePlan) []Change {
 	var out []Change
 	n := h.Node
 	drained := podsOf(b)
@@ -271,7 +290,7 @@ func node(b, h *plan.NodePlan) []Change {
 		out = append(out, c)
 	}
 	// The policy program and, with an inventory, the endpoints it reaches.
-	if c, ok := program(n, b, h); ok {
+	if c, ok := d.program(n, b, h); ok {
 		out = append(out, c)
 	}
 	slices.SortStableFunc(out, func(x, y Change) int { return cmp.Compare(kindOrder(x.Kind), kindOrder(y.Kind)) })
@@ -437,6 +456,16 @@ func setChange[R comparable](n, kind string, bl, hl []R, prefix func(R) netip.Pr
 	slices.SortStableFunc(added, byPrefix)
 	c := Change{Node: n, Kind: kind, Name: kind, Action: Update, Reasons: []string{ReasonRoutes},
 		Impact: []string{fmt.Sprintf("%d to add, %d to remove, in place", len(added), len(removed))}}
+	if len(added) > MaxListDetails || len(removed) > MaxListDetails {
+		h := sha256.New()
+		for _, list := range [][]R{removed, added} {
+			for _, r := range list {
+				fmt.Fprintf(h, "%v\n", r)
+			}
+			h.Write([]byte{0})
+		}
+		c.whole = hex.EncodeToString(h.Sum(nil))
+	}
 	for i, r := range removed {
 		if i == MaxListDetails {
 			c.Details = append(c.Details, Detail{Path: kind, Before: fmt.Sprintf("… and %d more", len(removed)-i)})
@@ -454,37 +483,40 @@ func setChange[R comparable](n, kind string, bl, hl []R, prefix func(R) netip.Pr
 	return c, true
 }
 
+// differ holds what one diff computes once for all nodes: the comparison
+// of each pair of policy programs (the nodes of one compilation share
+// theirs).
+type differ struct {
+	opt      Options
+	programs map[[2]*plan.Program]programChange
+}
+
+type programChange struct {
+	policies []PolicyChange
+	details  []Detail
+}
+
+func (d *differ) programDiff(b, h *plan.Program) programChange {
+	key := [2]*plan.Program{b, h}
+	if c, ok := d.programs[key]; ok {
+		return c
+	}
+	pols, tiers := programDiff(b, h, d.opt)
+	c := programChange{policies: pols, details: tiers}
+	if len(pols) == 0 && len(tiers) == 0 && orderOf(b) != orderOf(h) {
+		c.details = append(c.details, Detail{Path: "order", Before: "tiers and policy order", After: "changed"})
+	}
+	d.programs[key] = c
+	return c
+}
+
 // program compares the policy programs and, where both plans carry
 // rendered endpoints, which endpoints' ACL lists change.
-func program(n string, b, h *plan.NodePlan) (Change, bool) {
+func (d *differ) program(n string, b, h *plan.NodePlan) (Change, bool) {
 	c := Change{Node: n, Kind: "policy", Name: "policy program", Action: Update}
-	bp, hp := policies(b.Program), policies(h.Program)
-	ids := map[string]bool{}
-	for id := range bp {
-		ids[id] = true
-	}
-	for id := range hp {
-		ids[id] = true
-	}
-	names := make([]string, 0, len(ids))
-	for id := range ids {
-		names = append(names, id)
-	}
-	slices.Sort(names)
-	for _, id := range names {
-		switch before, after := bp[id], hp[id]; {
-		case before == "":
-			c.Details = append(c.Details, Detail{Path: "policy", After: id})
-		case after == "":
-			c.Details = append(c.Details, Detail{Path: "policy", Before: id})
-		case before != after:
-			c.Details = append(c.Details, Detail{Path: "policy", Before: id, After: id})
-		}
-	}
-	programChanged := len(c.Details) > 0 || orderOf(b.Program) != orderOf(h.Program)
-	if programChanged && len(c.Details) == 0 {
-		c.Details = append(c.Details, Detail{Path: "order", Before: "tiers and policy order", After: "changed"})
-	}
+	pc := d.programDiff(b.Program, h.Program)
+	c.Policies, c.Details = pc.policies, pc.details
+	programChanged := len(c.Policies)+len(c.Details) > 0
 	// Endpoints whose rendered ACL list changes.
 	be, he := endpointACLs(b), endpointACLs(h)
 	for _, pod := range sortedKeys(he) {
@@ -503,46 +535,6 @@ func program(n string, b, h *plan.NodePlan) (Change, bool) {
 		c.Impact = []string{"the endpoints the changed policies select are reprogrammed; run with --inventory to count them"}
 	}
 	return c, true
-}
-
-func policies(p *plan.Program) map[string]string {
-	m := map[string]string{}
-	if p == nil {
-		return m
-	}
-	for _, t := range p.Tiers {
-		for _, pol := range t.Policies {
-			pol.Source = "" // moving a policy within its file is no change
-			pol.IngressRules = slices.Clone(pol.IngressRules)
-			pol.EgressRules = slices.Clone(pol.EgressRules)
-			for i := range pol.IngressRules {
-				pol.IngressRules[i].Source = ""
-			}
-			for i := range pol.EgressRules {
-				pol.EgressRules[i].Source = ""
-			}
-			b, _ := json.Marshal(struct {
-				Tier, DefaultAction string
-				Policy              plan.NetworkPolicy
-			}{t.Name, t.DefaultAction, pol})
-			m[pol.ID] = string(b)
-		}
-	}
-	return m
-}
-
-// orderOf is the evaluation order of the program's policies.
-func orderOf(p *plan.Program) string {
-	if p == nil {
-		return ""
-	}
-	var ids []string
-	for _, t := range p.Tiers {
-		for _, pol := range t.Policies {
-			ids = append(ids, t.Name+"/"+pol.ID)
-		}
-	}
-	return strings.Join(ids, ",")
 }
 
 // endpointACLs maps each rendered pod endpoint to its ACL list (as JSON).
@@ -575,4 +567,18 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// orderOf is the evaluation order of the program's policies.
+func orderOf(p *plan.Program) string {
+	if p == nil {
+		return ""
+	}
+	var ids []string
+	for _, t := range p.Tiers {
+		for _, pol := range t.Policies {
+			ids = append(ids, t.Name+"/"+pol.ID)
+		}
+	}
+	return strings.Join(ids, ",")
 }

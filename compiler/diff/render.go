@@ -2,7 +2,9 @@ package diff
 
 import (
 	"encoding/json"
+
 	"fmt"
+	"github.com/hnsplan/hnsplan/compiler/access"
 	"io"
 	"strings"
 )
@@ -32,7 +34,12 @@ func (r *Result) SummaryLine() string {
 	if r.Inventory {
 		parts = append(parts, fmt.Sprintf("%d endpoints to reprogram", s.EndpointsReprogrammed))
 	}
-	return "Plan: " + strings.Join(parts, ", ") + "."
+	line := "Plan: " + strings.Join(parts, ", ") + "."
+	if r.Access != nil {
+		denied, allowed := r.accessCounts()
+		line += fmt.Sprintf(" Access: %s newly denied, %d newly allowed.", plural(denied, "connection"), allowed)
+	}
+	return line
 }
 
 // colours for text output (ANSI), by action.
@@ -53,18 +60,22 @@ func (r *Result) WriteText(w io.Writer, color bool) error {
 		t.line("  + create   ~ update in place   - destroy   -/+ destroy and recreate (drains the node)")
 		t.line("")
 	}
-	node := ""
-	for _, c := range r.Changes {
-		if c.Node != node {
-			if node != "" {
-				t.line("")
-			}
-			node = c.Node
-			t.line("# node %s", node)
+	for i, g := range r.Groups() {
+		if i > 0 {
+			t.line("")
 		}
-		t.change(c)
+		t.line("# %s", groupTitle(g.Nodes))
+		for _, c := range g.Changes {
+			t.change(c)
+		}
 	}
 	if r.HasChanges() {
+		t.line("")
+	}
+	if r.Access != nil {
+		for _, l := range r.accessLines(0) {
+			t.line("%s", l)
+		}
 		t.line("")
 	}
 	t.line("%s", r.SummaryLine())
@@ -107,6 +118,10 @@ func (t *textWriter) change(c Change) {
 		}
 	case "podEndpoint":
 		header = fmt.Sprintf("%s pod endpoint template", t.sym(c.Action))
+	case "node":
+		if c.Name == "" {
+			header = fmt.Sprintf("%s each node", t.sym(c.Action))
+		}
 	}
 	if c.Action == Replace {
 		header += "  # forces replacement: " + strings.Join(c.Impact, "; ")
@@ -117,30 +132,65 @@ func (t *textWriter) change(c Change) {
 	if len(c.Reasons) > 0 {
 		t.line("      reasons: %s", strings.Join(c.Reasons, ", "))
 	}
-	for i, d := range c.Details {
+	var lines []string
+	for _, d := range c.Details {
+		lines = append(lines, detailLine(c, d))
+	}
+	for _, p := range c.Policies {
+		head := fmt.Sprintf("%s %s", strings.TrimSpace(p.Action.Symbol()), p.ID)
+		if p.Source != "" {
+			head += "  (" + p.Source + ")"
+		}
+		lines = append(lines, head)
+		for _, f := range p.Fields {
+			lines = append(lines, "    "+fieldLine(f))
+		}
+	}
+	for i, l := range lines {
 		if t.maxDetails > 0 && i == t.maxDetails {
-			t.line("      … %d more lines (hnsplan diff -o json has them)", len(c.Details)-i)
+			t.line("      … %d more lines (hnsplan diff -o json has them)", len(lines)-i)
 			break
 		}
-		force := ""
-		if d.ForcesReplacement {
-			force = "  # forces replacement"
-		}
-		list := d.Path == "Policies" || c.Kind == "remoteSubnetRoutes" || c.Kind == "hostRoutes" || c.Kind == "policy" && d.Path == "policy"
-		switch {
-		case list && d.Before == "":
-			t.line("      + %s%s", d.After, force)
-		case list && d.After == "":
-			t.line("      - %s%s", d.Before, force)
-		case list:
-			t.line("      ~ %s", d.After)
-		default:
-			t.line("      ~ %s: %s -> %s%s", d.Path, orNone(d.Before), orNone(d.After), force)
-		}
+		t.line("      %s", l)
 	}
 	if n := len(c.Endpoints); n > 0 {
 		t.line("      endpoints to reprogram (%d): %s", n, shorten(c.Endpoints, 10))
 	}
+}
+
+// detailLine is one attribute's difference, or one listed item added or
+// removed.
+func detailLine(c Change, d Detail) string {
+	force := ""
+	if d.ForcesReplacement {
+		force = "  # forces replacement"
+	}
+	list := d.Path == "Policies" || c.Kind == "remoteSubnetRoutes" || c.Kind == "hostRoutes"
+	switch {
+	case list && d.Before == "":
+		return "+ " + d.After + force
+	case list && d.After == "":
+		return "- " + d.Before + force
+	case list:
+		return "~ " + d.After
+	}
+	return fmt.Sprintf("~ %s: %s -> %s%s", d.Path, orNone(d.Before), orNone(d.After), force)
+}
+
+// fieldLine is one field of a policy: changed, or a rule added or removed.
+func fieldLine(d Detail) string {
+	switch {
+	case d.Before == "" && d.After != "" && isRule(d.Path):
+		return fmt.Sprintf("+ %s: %s", d.Path, d.After)
+	case d.After == "" && d.Before != "" && isRule(d.Path):
+		return fmt.Sprintf("- %s: %s", d.Path, d.Before)
+	}
+	return fmt.Sprintf("~ %s: %s -> %s", d.Path, orNone(d.Before), orNone(d.After))
+}
+
+// isRule reports whether a field path names a whole rule ("ingress[0]").
+func isRule(path string) bool {
+	return (strings.HasPrefix(path, "ingress[") || strings.HasPrefix(path, "egress[")) && !strings.Contains(path, ".")
 }
 
 func orNone(s string) string {
@@ -178,25 +228,31 @@ func (r *Result) Markdown() string {
 	if !r.HasChanges() {
 		return b.String()
 	}
+	if r.Access != nil {
+		b.WriteString(r.accessMarkdown())
+	}
 	head := b.String()
 	var sections []string
-	for _, node := range r.nodes() {
+	var sizes []int
+	for _, g := range r.Groups() {
 		var body strings.Builder
 		tw := &textWriter{w: &body, maxDetails: markdownDetails}
 		var title []string
-		for _, c := range r.Changes {
-			if c.Node != node {
-				continue
-			}
+		for _, c := range g.Changes {
 			tw.change(c)
 			title = append(title, fmt.Sprintf("%s %s", c.Action.Symbol(), c.Kind))
 		}
-		sections = append(sections, fmt.Sprintf("<details><summary><code>%s</code>: %s</summary>\n\n```diff\n%s```\n\n</details>\n",
-			node, strings.Join(title, ", "), diffMarks(body.String())))
+		sections = append(sections, fmt.Sprintf("<details><summary>%s: %s</summary>\n\n```diff\n%s```\n\n</details>\n",
+			markdownNodes(g.Nodes), strings.Join(title, ", "), diffMarks(body.String())))
+		sizes = append(sizes, len(g.Nodes))
 	}
 	out := head
 	for i, sec := range sections {
-		notice := fmt.Sprintf("\n_… %d more nodes not shown: the comment would pass %d characters. Run `hnsplan diff` locally, or with `-o json`, for the whole diff._\n", len(sections)-i, MarkdownCap)
+		rest := 0
+		for _, n := range sizes[i:] {
+			rest += n
+		}
+		notice := fmt.Sprintf("\n_… %d more nodes not shown: the comment would pass %d characters. Run `hnsplan diff` locally, or with `-o json`, for the whole diff._\n", rest, MarkdownCap)
 		if len(out)+len(sec)+len(notice) > MarkdownCap {
 			return out + notice
 		}
@@ -205,11 +261,26 @@ func (r *Result) Markdown() string {
 	return out
 }
 
+// markdownNodes names a group's nodes in a summary line.
+func markdownNodes(nodes []string) string {
+	switch n := len(nodes); {
+	case n == 1:
+		return "<code>" + nodes[0] + "</code>"
+	case n <= 10:
+		return fmt.Sprintf("the same change on %d nodes: <code>%s</code>", n, strings.Join(nodes, "</code>, <code>"))
+	default:
+		return fmt.Sprintf("the same change on %s nodes: <code>%s</code> … <code>%s</code>", thousands(n), nodes[0], nodes[n-1])
+	}
+}
+
 // diffMarks moves each line's action mark to the first column, so that a
 // ```diff block colours it.
 func diffMarks(text string) string {
 	var b strings.Builder
 	for _, l := range strings.SplitAfter(text, "\n") {
+		if l == "" {
+			continue
+		}
 		trimmed := strings.TrimLeft(l, " ")
 		switch {
 		case strings.HasPrefix(trimmed, "-/+"):
@@ -235,6 +306,10 @@ func (r *Result) nodes() []string {
 	return out
 }
 
+// FormatVersion is the version of the JSON form: it changes when a field
+// changes meaning or goes away, never when one is added.
+const FormatVersion = 1
+
 // jsonSummary is the summary in JSON output.
 type jsonSummary struct {
 	NodesAdded       int `json:"nodesAdded"`
@@ -242,11 +317,15 @@ type jsonSummary struct {
 	NodesRemoved     int `json:"nodesRemoved"`
 	NetworksReplaced int `json:"networksReplaced"`
 	// EndpointsReprogrammed is known only with an inventory.
-	EndpointsReprogrammed *int   `json:"endpointsReprogrammed,omitempty"`
-	Line                  string `json:"line"`
+	EndpointsReprogrammed *int `json:"endpointsReprogrammed,omitempty"`
+	// The access delta's counts, when it was computed.
+	NewlyDenied  *int   `json:"newlyDenied,omitempty"`
+	NewlyAllowed *int   `json:"newlyAllowed,omitempty"`
+	Line         string `json:"line"`
 }
 
-// WriteJSON writes {"changes":[...],"summary":{...}} (DESIGN §4.3).
+// WriteJSON writes {"formatVersion":1,"changes":[...],"access":[...],
+// "summary":{...}} (DESIGN §4.3); access only when it was computed.
 func (r *Result) WriteJSON(w io.Writer) error {
 	s := r.Summarize()
 	sum := jsonSummary{NodesAdded: s.NodesAdded, NodesChanged: s.NodesChanged, NodesRemoved: s.NodesRemoved,
@@ -254,12 +333,30 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	if r.Inventory {
 		sum.EndpointsReprogrammed = &s.EndpointsReprogrammed
 	}
+	var acc *[]access.Change
+	var accessInfo *jsonAccess
+	if r.Access != nil {
+		denied, allowed := r.accessCounts()
+		sum.NewlyDenied, sum.NewlyAllowed = &denied, &allowed
+		acc = &r.Access.Changes
+		accessInfo = &jsonAccess{EndpointsEvaluated: r.Access.Endpoints, Pods: r.Access.Pods, Ports: r.Access.Ports}
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(struct {
-		Changes []Change    `json:"changes"`
-		Notes   []string    `json:"notes,omitempty"`
-		Summary jsonSummary `json:"summary"`
-	}{r.Changes, r.Notes, sum})
+		FormatVersion int              `json:"formatVersion"`
+		Changes       []Change         `json:"changes"`
+		Access        *[]access.Change `json:"access,omitempty"`
+		AccessInfo    *jsonAccess      `json:"accessProbed,omitempty"`
+		Notes         []string         `json:"notes,omitempty"`
+		Summary       jsonSummary      `json:"summary"`
+	}{FormatVersion, r.Changes, acc, accessInfo, r.Notes, sum})
+}
+
+// jsonAccess says what the access delta evaluated.
+type jsonAccess struct {
+	EndpointsEvaluated int    `json:"endpointsEvaluated"`
+	Pods               int    `json:"pods"`
+	Ports              string `json:"ports"`
 }

@@ -123,6 +123,20 @@ func (l *Linux) Evaluate(ep *acl.Pod, direction string, p sim.Packet) (Decision,
 	return Decision{Allowed: true, Why: "profile"}, nil
 }
 
+// Applying returns the policies that apply to ep in a direction, in
+// evaluation order.
+func (l *Linux) Applying(ep *acl.Pod, ingress bool) ([]*plan.NetworkPolicy, error) {
+	if l.prog == nil {
+		return nil, nil
+	}
+	tiers, err := l.applyingTo(ep, ingress)
+	var out []*plan.NetworkPolicy
+	for _, t := range tiers {
+		out = append(out, t.policies...)
+	}
+	return out, err
+}
+
 // applyingTo returns the tiers that apply to ep in a direction, each with
 // its policies that apply, in evaluation order (memoized).
 func (l *Linux) applyingTo(ep *acl.Pod, ingress bool) ([]tierPolicies, error) {

@@ -1,0 +1,616 @@
+package access
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hnsplan/hnsplan/compiler/acl"
+	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/compiler/reach"
+)
+
+// Verdicts as a delta writes them.
+const (
+	Allowed = "allowed"
+	Denied  = "denied"
+)
+
+// Change is one connection whose verdict differs between two
+// compilations.
+type Change struct {
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Protocol string `json:"protocol"`
+	Port     uint16 `json:"port"`
+	Before   string `json:"before"` // Allowed or Denied
+	After    string `json:"after"`
+	// DecidedBy names, on each side, the end whose decision made the
+	// verdict: the one that denies, or for an allowed connection the one
+	// that denies on the other side.
+	DecidedBy Deciders `json:"decidedBy"`
+}
+
+// Deciders are the deciding end before and after.
+type Deciders struct {
+	Before Decider `json:"before"`
+	After  Decider `json:"after"`
+}
+
+// Decider is one end's decision: the source's egress or the destination's
+// ingress.
+type Decider struct {
+	Direction string `json:"direction"` // "egress" (of From) or "ingress" (of To)
+	Explanation
+}
+
+// Delta is what a change does to access.
+type Delta struct {
+	// Changes: newly denied first, then newly allowed; each by from, to,
+	// protocol and port.
+	Changes []Change `json:"changes"`
+	// Endpoints is how many endpoints changed (their ACL lists, or the
+	// policies that decide them on Linux) and were evaluated against every
+	// other; Pods is how many pods both sides have.
+	Endpoints int `json:"endpointsEvaluated"`
+	Pods      int `json:"pods"`
+	// Ports says which ports were probed.
+	Ports string `json:"ports"`
+}
+
+// Diff computes the connections whose verdict differs from base to head.
+//
+// Only pairs with a changed end are decided: a Windows endpoint whose ACL
+// list changed, a Linux endpoint that a changed policy applies to on
+// either side (every Linux endpoint when pod or namespace labels
+// changed). Pods on one side only are left out. Each pair is probed on TCP
+// and UDP at every port the policies of either side name, 80, and every
+// container port (SCTP where a rule names it): the ports matrix probes,
+// and those pods listen on.
+//
+// The cost follows the change: the changed end is decided first, once per
+// class of peers it cannot tell apart (same namespace, labels and ports;
+// same address where its rules match addresses) and of ports its rules
+// cannot tell apart; the other end only where the changed end's decision
+// differs.
+func Diff(base, head *Model) (*Delta, error) {
+	changed := changedEndpoints(base, head)
+	probes := probeSet(base, head)
+	var keys, changedKeys []string
+	for _, k := range head.Keys {
+		if base.Endpoints[k] != nil {
+			keys = append(keys, k)
+			if changed[k] {
+				changedKeys = append(changedKeys, k)
+			}
+		}
+	}
+	d := &Delta{Changes: []Change{}, Pods: len(keys), Endpoints: len(changedKeys),
+		Ports: fmt.Sprintf("TCP and UDP on %s: every port the policies name, 80, and every container port", plural(len(probes.ports), "port"))}
+	e := &evaluator{base: base, head: head, changed: changed}
+	// Both ends changed: each pair in full.
+	for _, from := range changedKeys {
+		for _, to := range changedKeys {
+			if from == to {
+				continue
+			}
+			for _, pr := range probes.all {
+				c, ok, err := e.pair(from, to, pr.proto, pr.port)
+				if err != nil {
+					return nil, err
+				}
+				if ok {
+					d.Changes = append(d.Changes, c)
+				}
+			}
+		}
+	}
+	// One end changed: by classes.
+	for _, c := range changedKeys {
+		for _, egress := range []bool{true, false} {
+			more, err := e.oneChanged(c, egress, keys, probes)
+			if err != nil {
+				return nil, err
+			}
+			d.Changes = append(d.Changes, more...)
+		}
+	}
+	slices.SortFunc(d.Changes, func(x, y Change) int {
+		return cmp.Or(-cmp.Compare(x.After, y.After), // "denied" first
+			cmp.Compare(x.From, y.From), cmp.Compare(x.To, y.To), cmp.Compare(x.Protocol, y.Protocol), cmp.Compare(x.Port, y.Port))
+	})
+	return d, nil
+}
+
+type evaluator struct {
+	base, head *Model
+	changed    map[string]bool
+	peerKeys   map[string]string // pod key: what a Linux rule reads of it, on both sides
+}
+
+// oneChanged finds the changes of the pairs of the changed endpoint ck
+// with every unchanged one, ck being the source (egress) or the
+// destination.
+func (e *evaluator) oneChanged(ck string, egress bool, keys []string, probes *probes) ([]Change, error) {
+	bC, hC := e.base.Endpoints[ck], e.head.Endpoints[ck]
+	bounds, byAddr, err := e.boundaries(ck, egress)
+	if err != nil {
+		return nil, err
+	}
+	// Classes of ports: the probes that fall in the same ranges of ck's rules.
+	type class struct{ probes []probe }
+	var classes []*class
+	byPortSig := map[string]*class{}
+	for _, pr := range probes.all {
+		sig := bounds.signature(pr)
+		c := byPortSig[sig]
+		if c == nil {
+			c = &class{}
+			byPortSig[sig] = c
+			classes = append(classes, c)
+		}
+		c.probes = append(c.probes, pr)
+	}
+	// Classes of peers.
+	var groups [][]string
+	byPeer := map[string]int{}
+	for _, x := range keys {
+		if x == ck || e.changed[x] {
+			continue
+		}
+		pk := e.peerKey(x, byAddr, bC.OS == "windows" || hC.OS == "windows")
+		i, ok := byPeer[pk]
+		if !ok {
+			i = len(groups)
+			byPeer[pk] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], x)
+	}
+	var out []Change
+	for _, g := range groups {
+		x0 := g[0]
+		for _, cl := range classes {
+			rep := cl.probes[0]
+			dB, err := e.base.Decider.Direction(bC, e.base.Endpoints[x0], egress, rep.proto, rep.port)
+			if err != nil {
+				return nil, err
+			}
+			dH, err := e.head.Decider.Direction(hC, e.head.Endpoints[x0], egress, rep.proto, rep.port)
+			if err != nil {
+				return nil, err
+			}
+			if dB.Allowed == dH.Allowed {
+				continue
+			}
+			// ck's end decides differently: the connection changes where
+			// the peer's end (the same on both sides) allows.
+			dir := "ingress"
+			if egress {
+				dir = "egress"
+			}
+			for _, x := range g {
+				hX := e.head.Endpoints[x]
+				for _, pr := range cl.probes {
+					other, err := e.head.Decider.Direction(hX, hC, !egress, pr.proto, pr.port)
+					if err != nil {
+						return nil, err
+					}
+					if !other.Allowed {
+						continue
+					}
+					from, to := ck, x
+					if !egress {
+						from, to = x, ck
+					}
+					// The explanation is the representative's: ck's rules
+					// cannot tell this peer and port from it.
+					bs, hs := dB, dH
+					bs.Endpoint, hs.Endpoint = bC, hC
+					out = append(out, Change{From: from, To: to, Protocol: protocolName(pr.proto), Port: pr.port,
+						Before: verdict(dB.Allowed), After: verdict(dH.Allowed),
+						DecidedBy: Deciders{Before: Decider{dir, Explain(bs, e.base.Origins)}, After: Decider{dir, Explain(hs, e.head.Origins)}}})
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// peerKey is what ck's rules can read of peer x: on Windows its address
+// only (an ACL matches addresses); on Linux its namespace, labels and
+// container ports on both sides, and its address where ck's rules match
+// addresses.
+func (e *evaluator) peerKey(x string, byAddr, windows bool) string {
+	hX := e.head.Endpoints[x]
+	if windows {
+		return hX.Pod.IP.String()
+	}
+	if e.peerKeys == nil {
+		e.peerKeys = map[string]string{}
+	}
+	k, ok := e.peerKeys[x]
+	if !ok {
+		bX := e.base.Endpoints[x]
+		k = peerLabels(e.base.World, bX.Pod) + "|" + peerLabels(e.head.World, hX.Pod)
+		e.peerKeys[x] = k
+	}
+	if byAddr {
+		return k + "|" + hX.Pod.IP.String()
+	}
+	return k
+}
+
+func peerLabels(w *acl.World, p *acl.Pod) string {
+	b, _ := json.Marshal(struct {
+		NS     string
+		Labels map[string]string
+		NSL    map[string]string
+		Ports  []acl.NamedPort
+	}{p.Namespace, w.EndpointLabels(p), w.NamespaceLabels(p.Namespace), p.Ports})
+	return string(b)
+}
+
+// portBounds are the port ranges an endpoint's rules or ACLs test: ports
+// inside the same ones decide alike.
+type portBounds struct {
+	ranges []plan.PortRange
+	// named: the rules name ports, which resolve to container ports; each
+	// container port number is then a class of its own.
+	named          bool
+	containerPorts map[uint16]bool
+}
+
+func (b *portBounds) signature(pr probe) string {
+	sig := make([]byte, 0, len(b.ranges)+8)
+	sig = append(sig, byte(pr.proto))
+	for _, r := range b.ranges {
+		if r.First <= pr.port && pr.port <= r.Last {
+			sig = append(sig, '1')
+		} else {
+			sig = append(sig, '0')
+		}
+	}
+	if b.named && b.containerPorts[pr.port] {
+		sig = fmt.Appendf(sig, "#%d", pr.port)
+	}
+	return string(sig)
+}
+
+// boundaries collects the port ranges ck's decisions in a direction can
+// depend on, on both sides, and whether they match addresses (Linux).
+func (e *evaluator) boundaries(ck string, egress bool) (*portBounds, bool, error) {
+	b := &portBounds{containerPorts: map[uint16]bool{}}
+	byAddr := false
+	for _, m := range []*Model{e.base, e.head} {
+		ep := m.Endpoints[ck]
+		for _, p := range m.World.Pods {
+			for _, np := range p.Ports {
+				b.containerPorts[np.Port] = true
+			}
+		}
+		if ep.OS == "windows" {
+			for _, a := range m.acls[ck] {
+				for _, s := range []string{a.LocalPorts, a.RemotePorts} {
+					rs, err := parsePorts(s)
+					if err != nil {
+						return nil, false, fmt.Errorf("pod %s: ACL %s: %v", ck, a.Id, err)
+					}
+					b.ranges = append(b.ranges, rs...)
+				}
+			}
+			continue
+		}
+		pols, err := m.Decider.Linux().Applying(ep.Pod, !egress)
+		if err != nil {
+			return nil, false, fmt.Errorf("pod %s: %v", ck, err)
+		}
+		for _, pol := range pols {
+			rules := pol.EgressRules
+			if !egress {
+				rules = pol.IngressRules
+			}
+			for _, r := range rules {
+				for _, mt := range []*plan.Match{&r.Local, &r.Remote} {
+					b.ranges = append(b.ranges, mt.Ports...)
+					b.named = b.named || len(mt.NamedPorts) > 0
+					byAddr = byAddr || mt.Nets != nil
+				}
+			}
+		}
+	}
+	slices.SortFunc(b.ranges, func(x, y plan.PortRange) int {
+		return cmp.Or(cmp.Compare(x.First, y.First), cmp.Compare(x.Last, y.Last))
+	})
+	b.ranges = slices.Compact(b.ranges)
+	return b, byAddr, nil
+}
+
+// parsePorts reads an ACL's port list: "80", "80,443", "1000-2000".
+func parsePorts(s string) ([]plan.PortRange, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []plan.PortRange
+	for _, f := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(f), "-")
+		a, err := strconv.ParseUint(lo, 10, 16)
+		if err != nil {
+			return nil, fmt.Errorf("port list %q: %v", s, err)
+		}
+		z := a
+		if isRange {
+			if z, err = strconv.ParseUint(hi, 10, 16); err != nil {
+				return nil, fmt.Errorf("port list %q: %v", s, err)
+			}
+		}
+		out = append(out, plan.PortRange{First: uint16(a), Last: uint16(z)})
+	}
+	return out, nil
+}
+
+// pair decides from -> to on both sides, in full.
+func (e *evaluator) pair(from, to string, proto int, port uint16) (Change, bool, error) {
+	bSrc, bDst := e.base.Endpoints[from], e.base.Endpoints[to]
+	hSrc, hDst := e.head.Endpoints[from], e.head.Endpoints[to]
+	bv, err := e.base.Decider.Decide(bSrc, bDst, proto, port)
+	if err != nil {
+		return Change{}, false, err
+	}
+	hv, err := e.head.Decider.Decide(hSrc, hDst, proto, port)
+	if err != nil {
+		return Change{}, false, err
+	}
+	if bv.Allowed == hv.Allowed {
+		return Change{}, false, nil
+	}
+	// The deciding end: the one that denies; for the allowed side, the
+	// one that denies on the other.
+	pick := func(own, other reach.Verdict, origins map[string]Origin) Decider {
+		switch {
+		case !own.Egress.Allowed:
+			return Decider{"egress", Explain(own.Egress, origins)}
+		case !own.Ingress.Allowed:
+			return Decider{"ingress", Explain(own.Ingress, origins)}
+		case !other.Egress.Allowed:
+			return Decider{"egress", Explain(own.Egress, origins)}
+		}
+		return Decider{"ingress", Explain(own.Ingress, origins)}
+	}
+	return Change{From: from, To: to, Protocol: protocolName(proto), Port: port,
+		Before: verdict(bv.Allowed), After: verdict(hv.Allowed),
+		DecidedBy: Deciders{Before: pick(bv, hv, e.base.Origins), After: pick(hv, bv, e.head.Origins)}}, true, nil
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func verdict(allowed bool) string {
+	if allowed {
+		return Allowed
+	}
+	return Denied
+}
+
+func protocolName(p int) string {
+	switch p {
+	case 6:
+		return "TCP"
+	case 17:
+		return "UDP"
+	case 132:
+		return "SCTP"
+	}
+	return fmt.Sprint(p)
+}
+
+// changedEndpoints finds the endpoints whose decisions may differ: on
+// Windows, an ACL list that changed; on Linux, a changed policy that
+// applies on either side; anywhere, a pod whose node, OS, address, labels
+// or ports changed. A change of any pod's or namespace's labels can change
+// what Linux rules match, so it makes every Linux endpoint changed.
+func changedEndpoints(base, head *Model) map[string]bool {
+	changed := map[string]bool{}
+	worldChanged := false
+	for _, k := range head.Keys {
+		b, h := base.Endpoints[k], head.Endpoints[k]
+		if b == nil {
+			continue
+		}
+		if b.OS != h.OS || b.Node != h.Node || podKey(base.World, b.Pod) != podKey(head.World, h.Pod) {
+			changed[k] = true
+			worldChanged = true
+			continue
+		}
+		if h.OS == reach.OSWindows && base.aclKeys[k] != head.aclKeys[k] {
+			changed[k] = true
+		}
+	}
+	if !worldChanged {
+		worldChanged = worldKey(base.World) != worldKey(head.World)
+	}
+	pols := changedPolicies(base.Program, head.Program)
+	for _, k := range head.Keys {
+		b, h := base.Endpoints[k], head.Endpoints[k]
+		if b == nil || h.OS != reach.OSLinux || changed[k] {
+			continue
+		}
+		if worldChanged || appliesAny(base, b.Pod, pols.base) || appliesAny(head, h.Pod, pols.head) {
+			changed[k] = true
+		}
+	}
+	return changed
+}
+
+func appliesAny(m *Model, pod *acl.Pod, pols []*plan.NetworkPolicy) bool {
+	l := m.Decider.Linux()
+	for _, p := range pols {
+		for _, ingress := range []bool{true, false} {
+			// A selector that does not parse decides nothing: the compile
+			// reported it.
+			if ok, err := l.Applies(p, pod, ingress); ok || err != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// podKey is what of a pod a decision reads.
+func podKey(w *acl.World, p *acl.Pod) string {
+	b, _ := json.Marshal(struct {
+		IP     string
+		Labels map[string]string
+		NS     map[string]string
+		Ports  []acl.NamedPort
+	}{p.IP.String(), w.EndpointLabels(p), w.NamespaceLabels(p.Namespace), p.Ports})
+	return string(b)
+}
+
+// worldKey is every pod's and namespace's labels, to tell whether a Linux
+// rule's selectors may match other peers.
+func worldKey(w *acl.World) string {
+	var b strings.Builder
+	for _, p := range w.Pods {
+		b.WriteString(p.Key())
+		b.WriteString(podKey(w, p))
+	}
+	return b.String()
+}
+
+// changedSets are the changed policies, as each program has them.
+type changedSets struct {
+	base, head []*plan.NetworkPolicy
+}
+
+// changedPolicies lists the policies that differ: added, removed, changed
+// in content, or in a tier whose default action, place or policy order
+// changed.
+func changedPolicies(b, h *plan.Program) changedSets {
+	bc, hc := policyContexts(b), policyContexts(h)
+	var out changedSets
+	for id, c := range bc {
+		if o, ok := hc[id]; !ok || o.key != c.key {
+			out.base = append(out.base, c.pol)
+		}
+	}
+	for id, c := range hc {
+		if o, ok := bc[id]; !ok || o.key != c.key {
+			out.head = append(out.head, c.pol)
+		}
+	}
+	return out
+}
+
+type policyContext struct {
+	pol *plan.NetworkPolicy
+	key string
+}
+
+// policyContexts keys each policy by its content and its tier's: name,
+// default action, place among the tiers and the order of its policies.
+// Source positions are left out.
+func policyContexts(p *plan.Program) map[string]policyContext {
+	m := map[string]policyContext{}
+	if p == nil {
+		return m
+	}
+	var tierNames []string
+	for _, t := range p.Tiers {
+		tierNames = append(tierNames, t.Name)
+	}
+	for ti := range p.Tiers {
+		t := &p.Tiers[ti]
+		var ids []string
+		for _, pol := range t.Policies {
+			ids = append(ids, pol.ID)
+		}
+		tierKey := fmt.Sprintf("%s|%s|%d|%s|%s", t.Name, t.DefaultAction, ti, strings.Join(tierNames, ","), strings.Join(ids, ","))
+		for pi := range t.Policies {
+			pol := &t.Policies[pi]
+			c := *pol
+			c.Source = ""
+			c.IngressRules, c.EgressRules = noSources(pol.IngressRules), noSources(pol.EgressRules)
+			js, _ := json.Marshal(c)
+			m[pol.ID] = policyContext{pol: pol, key: tierKey + "|" + string(js)}
+		}
+	}
+	return m
+}
+
+func noSources(rs []plan.PolicyRule) []plan.PolicyRule {
+	out := slices.Clone(rs)
+	for i := range out {
+		out[i].Source = ""
+	}
+	return out
+}
+
+// probe is one protocol and destination port.
+type probe struct {
+	proto int
+	port  uint16
+}
+
+// probes are the protocols and ports every pair is probed on.
+type probes struct {
+	all   []probe // sorted by protocol, then port
+	ports []uint16
+}
+
+// probeSet is TCP and UDP at every port the rules of either program name
+// (a range at its ends and, when short, every port in it), 80 (as matrix
+// probes), and every container port of either side's pods; SCTP at the
+// ports SCTP rules name and SCTP container ports.
+func probeSet(base, head *Model) *probes {
+	set := map[probe]bool{}
+	ports := map[uint16]bool{80: true}
+	add := func(proto int, port uint16) {
+		if proto == 132 {
+			set[probe{132, port}] = true
+		}
+		ports[port] = true
+	}
+	for _, m := range []*Model{base, head} {
+		if m.Program != nil {
+			for _, t := range m.Program.Tiers {
+				for _, pol := range t.Policies {
+					for _, r := range append(slices.Clone(pol.IngressRules), pol.EgressRules...) {
+						for _, pr := range append(slices.Clone(r.Local.Ports), r.Remote.Ports...) {
+							add(r.Protocol, pr.First)
+							add(r.Protocol, pr.Last)
+							if pr.Last-pr.First < 16 {
+								for p := int(pr.First); p <= int(pr.Last); p++ {
+									add(r.Protocol, uint16(p))
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+		for _, p := range m.World.Pods {
+			for _, np := range p.Ports {
+				if np.Port != 0 {
+					add(np.Protocol, np.Port)
+				}
+			}
+		}
+	}
+	out := &probes{ports: slices.Sorted(maps.Keys(ports))}
+	for _, p := range out.ports {
+		set[probe{6, p}] = true
+		set[probe{17, p}] = true
+	}
+	out.all = slices.Collect(maps.Keys(set))
+	slices.SortFunc(out.all, func(x, y probe) int { return cmp.Or(cmp.Compare(x.proto, y.proto), cmp.Compare(x.port, y.port)) })
+	return out
+}

@@ -1,0 +1,167 @@
+package diff
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Group is a set of nodes whose changes are the same, node names, pods and
+// counts aside: a policy edit reprograms every node alike, and a reader
+// needs it once, with the nodes it touches.
+type Group struct {
+	Nodes []string
+	// Changes are the nodes' changes merged: Node is empty (one node: its
+	// name), Endpoints and Drained are those of every node, Impact and
+	// Reasons count all of them.
+	Changes []Change
+}
+
+// Groups groups the result's nodes by their changes, in the order of their
+// first node.
+func (r *Result) Groups() []Group {
+	var groups []Group
+	byKey := map[string]int{}
+	var members [][][]Change // per group, per node, its changes
+	for _, node := range r.nodes() {
+		var cs []Change
+		for _, c := range r.Changes {
+			if c.Node == node {
+				cs = append(cs, c)
+			}
+		}
+		k := groupKey(cs)
+		i, ok := byKey[k]
+		if !ok {
+			i = len(groups)
+			byKey[k] = i
+			groups = append(groups, Group{})
+			members = append(members, nil)
+		}
+		groups[i].Nodes = append(groups[i].Nodes, node)
+		members[i] = append(members[i], cs)
+	}
+	for i := range groups {
+		groups[i].Changes = merge(members[i])
+	}
+	return groups
+}
+
+// groupKey is a node's changes without what is the node's own.
+func groupKey(cs []Change) string {
+	norm := make([]Change, len(cs))
+	var whole []string
+	for i, c := range cs {
+		c.Node, c.Impact, c.Endpoints, c.Drained = "", nil, nil, nil
+		if c.Kind == "node" {
+			c.Name = ""
+		}
+		c.Reasons = slices.Clone(c.Reasons)
+		for j, r := range c.Reasons {
+			c.Reasons[j], _, _ = strings.Cut(r, ":")
+		}
+		norm[i] = c
+		whole = append(whole, c.whole)
+	}
+	b, _ := json.Marshal(norm)
+	return string(b) + strings.Join(whole, ",")
+}
+
+// merge merges the changes of the nodes of one group (each node's list has
+// the same kinds in the same order).
+func merge(nodes [][]Change) []Change {
+	if len(nodes) == 1 {
+		return nodes[0]
+	}
+	out := make([]Change, len(nodes[0]))
+	for i := range nodes[0] {
+		all := make([]Change, len(nodes))
+		for n := range nodes {
+			all[n] = nodes[n][i]
+		}
+		c := all[0]
+		c.Node = ""
+		if c.Kind == "node" {
+			c.Name = "" // the group's title names them
+		}
+		c.Endpoints, c.Drained = nil, nil
+		for _, x := range all {
+			c.Endpoints = append(c.Endpoints, x.Endpoints...)
+			c.Drained = append(c.Drained, x.Drained...)
+		}
+		slices.Sort(c.Endpoints)
+		slices.Sort(c.Drained)
+		c.Endpoints, c.Drained = slices.Compact(c.Endpoints), slices.Compact(c.Drained)
+		if !allEqual(all, func(x Change) string { return strings.Join(x.Impact, "\x00") + "\x01" + strings.Join(x.Reasons, "\x00") }) {
+			c.Impact, c.Reasons = mergedImpact(all, c)
+		}
+		out[i] = c
+	}
+	return out
+}
+
+func allEqual(cs []Change, f func(Change) string) bool {
+	for _, c := range cs[1:] {
+		if f(c) != f(cs[0]) {
+			return false
+		}
+	}
+	return true
+}
+
+// mergedImpact says what the change costs on all the group's nodes.
+func mergedImpact(all []Change, merged Change) (impact, reasons []string) {
+	n := len(all)
+	counted := slices.ContainsFunc(merged.Reasons, func(r string) bool { return strings.Contains(r, ":") })
+	switch {
+	case merged.Kind == "policy" && counted:
+		total := 0
+		for _, c := range all {
+			total += len(c.Endpoints)
+		}
+		return []string{fmt.Sprintf("%s reprogrammed on %d nodes (each update can reset TCP connections)", plural(total, "endpoint"), n)},
+			[]string{fmt.Sprintf("%s:%d endpoints", ReasonACLReprogram, total)}
+	case merged.Kind == "network" && merged.Action == Replace:
+		what := fmt.Sprintf("drain of each of the %d nodes", n)
+		if slices.ContainsFunc(all[0].Impact, func(s string) bool { return strings.Contains(s, "--inventory") }) {
+			what += " (their pods: run with --inventory to count them)"
+		} else {
+			what += fmt.Sprintf(" (%s in all)", plural(len(merged.Drained), "pod"))
+		}
+		return []string{what}, merged.Reasons
+	}
+	seen := map[string]bool{}
+	for _, c := range all {
+		for _, s := range c.Impact {
+			if !seen[s] {
+				seen[s] = true
+				impact = append(impact, s)
+			}
+		}
+	}
+	return impact, merged.Reasons
+}
+
+// groupTitle names a group's nodes: "node win-1", "the same change on 3
+// nodes: win-1, win-2, win-3", or past ten "the same change on 1,000
+// nodes: win-0000 … win-0999".
+func groupTitle(nodes []string) string {
+	switch n := len(nodes); {
+	case n == 1:
+		return "node " + nodes[0]
+	case n <= 10:
+		return fmt.Sprintf("the same change on %d nodes: %s", n, strings.Join(nodes, ", "))
+	default:
+		return fmt.Sprintf("the same change on %s nodes: %s … %s", thousands(n), nodes[0], nodes[n-1])
+	}
+}
+
+// thousands writes n with thousands separators: 1,000.
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
