@@ -93,7 +93,9 @@ func merge(nodes [][]Change) []Change {
 		slices.Sort(c.Endpoints)
 		slices.Sort(c.Drained)
 		c.Endpoints, c.Drained = slices.Compact(c.Endpoints), slices.Compact(c.Drained)
-		if !allEqual(all, func(x Change) string { return strings.Join(x.Impact, "\x00") + "\x01" + strings.Join(x.Reasons, "\x00") }) {
+		if !allEqual(all, func(x Change) string {
+			return strings.Join(x.Impact, "\x00") + "\x01" + strings.Join(x.Reasons, "\x00")
+		}) {
 			c.Impact, c.Reasons = mergedImpact(all, c)
 		}
 		out[i] = c
