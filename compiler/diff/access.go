@@ -39,16 +39,40 @@ func (r *Result) accessLines(max int) []string {
 	if len(r.Access.Changes) > 0 {
 		out = append(out, "  ports probed: "+r.Access.Ports)
 	}
-	for i, c := range r.Access.Changes {
+	// A pair whose ports change alike, for the same reasons, is one line.
+	type line struct {
+		c     access.Change
+		ports []string
+	}
+	var lines []*line
+	for _, c := range r.Access.Changes {
+		port := fmt.Sprintf("%s/%d", c.Protocol, c.Port)
+		if n := len(lines); n > 0 {
+			l := lines[n-1]
+			if l.c.From == c.From && l.c.To == c.To && l.c.After == c.After &&
+				deciderText(l.c, l.c.DecidedBy.Before) == deciderText(c, c.DecidedBy.Before) &&
+				deciderText(l.c, l.c.DecidedBy.After) == deciderText(c, c.DecidedBy.After) {
+				l.ports = append(l.ports, port)
+				continue
+			}
+		}
+		lines = append(lines, &line{c: c, ports: []string{port}})
+	}
+	for i, l := range lines {
 		if max > 0 && i == max {
-			out = append(out, fmt.Sprintf("  … and %d more (hnsplan diff -o json lists them all)", len(r.Access.Changes)-i))
+			rest := 0
+			for _, m := range lines[i:] {
+				rest += len(m.ports)
+			}
+			out = append(out, fmt.Sprintf("  … and %d more (hnsplan diff -o json lists them all)", rest))
 			break
 		}
+		c := l.c
 		mark := "+"
 		if c.After == access.Denied {
 			mark = "-"
 		}
-		out = append(out, fmt.Sprintf("%s %s -> %s  %s/%d: %s -> %s", mark, c.From, c.To, c.Protocol, c.Port, c.Before, c.After),
+		out = append(out, fmt.Sprintf("%s %s -> %s  %s: %s -> %s", mark, c.From, c.To, strings.Join(l.ports, ", "), c.Before, c.After),
 			"    before: "+deciderText(c, c.DecidedBy.Before),
 			"    after:  "+deciderText(c, c.DecidedBy.After))
 	}

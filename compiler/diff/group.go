@@ -93,7 +93,8 @@ func merge(nodes [][]Change) []Change {
 		slices.Sort(c.Endpoints)
 		slices.Sort(c.Drained)
 		c.Endpoints, c.Drained = slices.Compact(c.Endpoints), slices.Compact(c.Drained)
-		if !allEqual(all, func(x Change) string {
+		counted := c.Kind == "policy" && slices.ContainsFunc(c.Reasons, func(r string) bool { return strings.Contains(r, ":") })
+		if counted || !allEqual(all, func(x Change) string {
 			return strings.Join(x.Impact, "\x00") + "\x01" + strings.Join(x.Reasons, "\x00")
 		}) {
 			c.Impact, c.Reasons = mergedImpact(all, c)
