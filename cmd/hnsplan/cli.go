@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -151,16 +152,22 @@ func newVetCmd(g *globalFlags) *cobra.Command {
 		Short: "Check an intent directory against the schema and every Windows constraint",
 		Long: `vet loads the intent in DIR — one CUE package that sets ` + "`cluster`" + `, plus every
 Kubernetes manifest (*.yaml, *.yml) below it — and reports every problem at once,
-each with the file:line:col of its cause. It exits 1 if any finding is an error.`,
+each with the file:line:col of its cause. It exits 1 if any finding is an error.
+
+-o json lists the findings with file, line and column besides pos, each rule's remedy and
+reference URL; -o sarif writes a SARIF 2.1.0 log for code scanning (upload it with
+github/codeql-action/upload-sarif); -o github writes workflow commands
+(::error file=F,line=L,col=C::message) that annotate the lines in a pull request.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.checkOutput(cmd, "text", "json"); err != nil {
+			if err := g.checkOutput(cmd, "text", "json", "sarif", "github"); err != nil {
 				return err
 			}
 			if minSeverity == "" {
 				// Text has a summary line that counts what it does not
-				// list; JSON has none, so it lists everything.
-				minSeverity = map[string]string{"text": "warning", "json": "info"}[g.output]
+				// list; the machine formats have none, so they list
+				// everything.
+				minSeverity = map[string]string{"text": "warning", "json": "info", "sarif": "info", "github": "info"}[g.output]
 			}
 			min, err := diag.ParseSeverity(minSeverity)
 			if err != nil {
@@ -178,7 +185,7 @@ each with the file:line:col of its cause. It exits 1 if any finding is an error.
 	}
 	cmd.Flags().StringArrayVar(&inventory, "inventory", nil, "live-state file (kubectl get ... -o yaml); repeatable")
 	cmd.Flags().StringVar(&minSeverity, "severity", "", "list findings of at least this severity: error, warning or info (default warning for text, whose summary line counts all; info for json)")
-	g.outputFlag(cmd, "text", "json")
+	g.outputFlag(cmd, "text", "json", "sarif", "github")
 	return cmd
 }
 
@@ -188,9 +195,14 @@ func report(cmd *cobra.Command, g *globalFlags, dir string, in *intent.Intent, f
 	out := cmd.OutOrStdout()
 	shown := atLeast(findings, min)
 	var err error
-	if g.output == "json" {
-		err = shown.WriteJSON(out)
-	} else {
+	switch g.output {
+	case "json":
+		err = shown.WriteJSON(out, ruleDocs())
+	case "sarif":
+		err = relativeToWorkDir(shown).WriteSARIF(out, diag.Tool{Name: "hnsplan", Version: buildinfo.Get().Version, InformationURI: projectURL}, ruleDocs())
+	case "github":
+		err = relativeToWorkDir(shown).WriteGitHub(out)
+	default:
 		err = shown.WriteText(out, g.useColor(out))
 		if err == nil {
 			_, err = fmt.Fprintln(out, summary(dir, in, findings))
@@ -203,6 +215,25 @@ func report(cmd *cobra.Command, g *globalFlags, dir string, in *intent.Intent, f
 		return &exitError{code: exitInvalid}
 	}
 	return nil
+}
+
+// relativeToWorkDir rewrites the findings' absolute paths below the
+// working directory as relative ones: code scanning and workflow
+// annotations name files relative to the repository, where CI runs.
+func relativeToWorkDir(l diag.List) diag.List {
+	wd, err := os.Getwd()
+	if err != nil {
+		return l
+	}
+	out := slices.Clone(l)
+	for i, f := range out {
+		if filepath.IsAbs(f.Pos.File) {
+			if rel, err := filepath.Rel(wd, f.Pos.File); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+				out[i].Pos.File = rel
+			}
+		}
+	}
+	return out
 }
 
 func summary(dir string, in *intent.Intent, findings diag.List) string {
@@ -223,6 +254,26 @@ func summary(dir string, in *intent.Intent, findings diag.List) string {
 		s += "; " + findings.Summary()
 	}
 	return s
+}
+
+// projectURL is hnsplan's home, where the rules are documented.
+const projectURL = "https://github.com/hnsplan/hnsplan"
+
+// ruleDocs looks rules up in the catalog for machine output: summary,
+// remedy, references, and the rule's section of docs/rules.md.
+func ruleDocs() diag.Docs {
+	cat, err := catalog()
+	if err != nil {
+		return nil
+	}
+	return func(rule string) (diag.RuleDoc, bool) {
+		r, ok := cat[rule]
+		if !ok {
+			return diag.RuleDoc{}, false
+		}
+		return diag.RuleDoc{Summary: r.Summary, Remedy: r.Remedy, References: r.References,
+			HelpURI: projectURL + "/blob/main/" + rulesDocPath + "#" + anchor(r.ID)}, true
+	}
 }
 
 // catalog loads the rule catalog embedded from policies/.

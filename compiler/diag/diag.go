@@ -184,25 +184,53 @@ func (l List) WriteText(w io.Writer, color bool) error {
 	return nil
 }
 
-// jsonFinding is the wire form of a finding (DESIGN §4.3).
+// FormatVersion is the version of the JSON form of findings: it changes
+// when a field changes meaning or goes away, never when one is added.
+const FormatVersion = 1
+
+// RuleDoc is what the catalog says of a rule, for machine output.
+type RuleDoc struct {
+	Summary, Remedy string
+	// HelpURI is where the rule is documented.
+	HelpURI    string
+	References []string
+}
+
+// Docs looks a rule up; ok is false for a rule the catalog lacks.
+type Docs func(rule string) (doc RuleDoc, ok bool)
+
+// jsonFinding is the wire form of a finding (DESIGN §4.3): pos as
+// "file:line:col", and the same apart for tools that want numbers.
 type jsonFinding struct {
 	Rule     string   `json:"rule"`
 	Severity Severity `json:"severity"`
 	Message  string   `json:"message"`
 	Path     string   `json:"path,omitempty"`
 	Pos      string   `json:"pos,omitempty"`
+	File     string   `json:"file,omitempty"`
+	Line     int      `json:"line,omitempty"`
+	Column   int      `json:"column,omitempty"`
 	Node     string   `json:"node,omitempty"`
+	Remedy   string   `json:"remedy,omitempty"`
+	HelpURI  string   `json:"helpUri,omitempty"`
 }
 
-// WriteJSON writes {"findings":[...]} with a trailing newline.
-func (l List) WriteJSON(w io.Writer) error {
+// WriteJSON writes {"formatVersion":1,"findings":[...]} with a trailing
+// newline; docs (may be nil) adds each rule's remedy and reference URL.
+func (l List) WriteJSON(w io.Writer, docs Docs) error {
 	out := struct {
-		Findings []jsonFinding `json:"findings"`
-	}{Findings: []jsonFinding{}}
+		FormatVersion int           `json:"formatVersion"`
+		Findings      []jsonFinding `json:"findings"`
+	}{FormatVersion: FormatVersion, Findings: []jsonFinding{}}
 	for _, f := range l {
-		out.Findings = append(out.Findings, jsonFinding{
-			Rule: f.Rule, Severity: f.Severity, Message: clip(f.Message), Path: f.Path, Pos: f.Pos.String(), Node: f.Node,
-		})
+		j := jsonFinding{Rule: f.Rule, Severity: f.Severity, Message: clip(f.Message), Path: f.Path, Pos: f.Pos.String(),
+			File: f.Pos.File, Line: f.Pos.Line, Column: f.Pos.Col, Node: f.Node}
+		if docs != nil {
+			if d, ok := docs(f.Rule); ok {
+				j.Remedy, j.HelpURI = d.Remedy, d.HelpURI
+			}
+		}
+		out.Findings = append(out.Findings, j)
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

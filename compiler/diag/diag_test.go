@@ -37,16 +37,19 @@ error[load]: no position
 		t.Errorf("HasErrors wrong")
 	}
 	var js bytes.Buffer
-	if err := (List{l[0]}).WriteJSON(&js); err != nil {
+	if err := (List{l[0]}).WriteJSON(&js, nil); err != nil {
 		t.Fatal(err)
 	}
 	wantJSON := `{
+  "formatVersion": 1,
   "findings": [
     {
       "rule": "i",
       "severity": "info",
       "message": "no column",
       "pos": "a.cue:9",
+      "file": "a.cue",
+      "line": 9,
       "node": "win-1"
     }
   ]
