@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,7 +79,7 @@ type Delta struct {
 // cannot tell apart; the other end only where the changed end's decision
 // differs.
 func Diff(base, head *Model) (*Delta, error) {
-	changed := changedEndpoints(base, head)
+	changed, byPolicy := changedEndpoints(base, head)
 	probes := probeSet(base, head)
 	var keys, changedKeys []string
 	for _, k := range head.Keys {
@@ -91,7 +92,7 @@ func Diff(base, head *Model) (*Delta, error) {
 	}
 	d := &Delta{Changes: []Change{}, Pods: len(keys), Endpoints: len(changedKeys),
 		Ports: fmt.Sprintf("TCP and UDP on %s: every port the policies name, 80, and every container port", plural(len(probes.ports), "port"))}
-	e := &evaluator{base: base, head: head, changed: changed}
+	e := &evaluator{base: base, head: head, changed: changed, byPolicy: byPolicy, pols: changedPolicies(base.Program, head.Program)}
 	// Both ends changed: each pair in full.
 	for _, from := range changedKeys {
 		for _, to := range changedKeys {
@@ -129,7 +130,10 @@ func Diff(base, head *Model) (*Delta, error) {
 type evaluator struct {
 	base, head *Model
 	changed    map[string]bool
-	peerKeys   map[string]string // pod key: what a Linux rule reads of it, on both sides
+	byPolicy   map[string]bool // changed by the changed policies alone
+	pols       changedSets
+	groups     [][]string // unchanged endpoints by labels (labelGroups)
+	named      map[string]map[uint16]bool
 }
 
 // oneChanged finds the changes of the pairs of the changed endpoint ck
@@ -137,7 +141,11 @@ type evaluator struct {
 // destination.
 func (e *evaluator) oneChanged(ck string, egress bool, keys []string, probes *probes) ([]Change, error) {
 	bC, hC := e.base.Endpoints[ck], e.head.Endpoints[ck]
-	bounds, byAddr, err := e.boundaries(ck, egress)
+	skip, all, only, changedRules, err := e.policyPorts(ck, egress)
+	if err != nil || skip {
+		return nil, err
+	}
+	bounds, nets, err := e.boundaries(ck, egress)
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +154,9 @@ func (e *evaluator) oneChanged(ck string, egress bool, keys []string, probes *pr
 	var classes []*class
 	byPortSig := map[string]*class{}
 	for _, pr := range probes.all {
+		if !all && !only[pr.port] {
+			continue
+		}
 		sig := bounds.signature(pr)
 		c := byPortSig[sig]
 		if c == nil {
@@ -155,25 +166,61 @@ func (e *evaluator) oneChanged(ck string, egress bool, keys []string, probes *pr
 		}
 		c.probes = append(c.probes, pr)
 	}
-	// Classes of peers.
+	// Classes of peers: the unchanged peers with the same labels (see
+	// labelGroups), split by the address lists of ck's rules they are in;
+	// on Windows, where an ACL matches addresses, each peer alone. Where
+	// only the changed rules can decide differently (policyPorts), a class
+	// none of them matches is left out.
+	windows := bC.OS == "windows" || hC.OS == "windows"
 	var groups [][]string
-	byPeer := map[string]int{}
-	for _, x := range keys {
-		if x == ck || e.changed[x] {
+	for _, lg := range e.labelGroups(keys) {
+		if !all && !netsIn(changedRules) {
+			m, err := e.matchesAny(changedRules, lg[0])
+			if err != nil {
+				return nil, err
+			}
+			if !m {
+				continue
+			}
+		}
+		if windows {
+			for _, x := range lg {
+				groups = append(groups, []string{x})
+			}
 			continue
 		}
-		pk := e.peerKey(x, byAddr, bC.OS == "windows" || hC.OS == "windows")
-		i, ok := byPeer[pk]
-		if !ok {
-			i = len(groups)
-			byPeer[pk] = i
-			groups = append(groups, nil)
+		sub := map[string]int{}
+		first := len(groups)
+		for _, x := range lg {
+			sig := netsSignature(nets, e.head.Endpoints[x].Pod.IP)
+			i, ok := sub[sig]
+			if !ok {
+				i = len(groups)
+				sub[sig] = i
+				groups = append(groups, nil)
+			}
+			groups[i] = append(groups[i], x)
 		}
-		groups[i] = append(groups[i], x)
+		if !all && netsIn(changedRules) {
+			kept := groups[:first]
+			for _, g := range groups[first:] {
+				m, err := e.matchesAny(changedRules, g[0])
+				if err != nil {
+					return nil, err
+				}
+				if m {
+					kept = append(kept, g)
+				}
+			}
+			groups = kept
+		}
 	}
 	var out []Change
 	for _, g := range groups {
 		x0 := g[0]
+		if x0 == ck {
+			continue
+		}
 		for _, cl := range classes {
 			rep := cl.probes[0]
 			dB, err := e.base.Decider.Direction(bC, e.base.Endpoints[x0], egress, rep.proto, rep.port)
@@ -221,28 +268,52 @@ func (e *evaluator) oneChanged(ck string, egress bool, keys []string, probes *pr
 	return out, nil
 }
 
-// peerKey is what ck's rules can read of peer x: on Windows its address
-// only (an ACL matches addresses); on Linux its namespace, labels and
-// container ports on both sides, and its address where ck's rules match
-// addresses.
-func (e *evaluator) peerKey(x string, byAddr, windows bool) string {
-	hX := e.head.Endpoints[x]
-	if windows {
-		return hX.Pod.IP.String()
+// labelGroups groups the unchanged endpoints by what a Linux rule can
+// read of them besides their address: namespace, labels, namespace labels
+// and container ports, on both sides (computed once).
+func (e *evaluator) labelGroups(keys []string) [][]string {
+	if e.groups != nil {
+		return e.groups
 	}
-	if e.peerKeys == nil {
-		e.peerKeys = map[string]string{}
+	byKey := map[string]int{}
+	for _, x := range keys {
+		if e.changed[x] {
+			continue
+		}
+		k := peerLabels(e.base.World, e.base.Endpoints[x].Pod) + "|" + peerLabels(e.head.World, e.head.Endpoints[x].Pod)
+		i, ok := byKey[k]
+		if !ok {
+			i = len(e.groups)
+			byKey[k] = i
+			e.groups = append(e.groups, nil)
+		}
+		e.groups[i] = append(e.groups[i], x)
 	}
-	k, ok := e.peerKeys[x]
-	if !ok {
-		bX := e.base.Endpoints[x]
-		k = peerLabels(e.base.World, bX.Pod) + "|" + peerLabels(e.head.World, hX.Pod)
-		e.peerKeys[x] = k
+	return e.groups
+}
+
+// netsSignature says which of the address lists hold a.
+func netsSignature(nets [][]netip.Prefix, a netip.Addr) string {
+	sig := make([]byte, len(nets))
+	for i, n := range nets {
+		sig[i] = '0'
+		if slices.ContainsFunc(n, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			sig[i] = '1'
+		}
 	}
-	if byAddr {
-		return k + "|" + hX.Pod.IP.String()
+	return string(sig)
+}
+
+// netsIn reports whether any of the rules matches peers by address.
+func netsIn(rules [2][]*plan.PolicyRule) bool {
+	for _, rs := range rules {
+		for _, r := range rs {
+			if r.Remote.Nets != nil {
+				return true
+			}
+		}
 	}
-	return k
+	return false
 }
 
 func peerLabels(w *acl.World, p *acl.Pod) string {
@@ -282,10 +353,10 @@ func (b *portBounds) signature(pr probe) string {
 }
 
 // boundaries collects the port ranges ck's decisions in a direction can
-// depend on, on both sides, and whether they match addresses (Linux).
-func (e *evaluator) boundaries(ck string, egress bool) (*portBounds, bool, error) {
+// depend on, on both sides, and the address lists its rules match (Linux).
+func (e *evaluator) boundaries(ck string, egress bool) (*portBounds, [][]netip.Prefix, error) {
 	b := &portBounds{containerPorts: map[uint16]bool{}}
-	byAddr := false
+	var nets [][]netip.Prefix
 	for _, m := range []*Model{e.base, e.head} {
 		ep := m.Endpoints[ck]
 		for _, p := range m.World.Pods {
@@ -298,7 +369,7 @@ func (e *evaluator) boundaries(ck string, egress bool) (*portBounds, bool, error
 				for _, s := range []string{a.LocalPorts, a.RemotePorts} {
 					rs, err := parsePorts(s)
 					if err != nil {
-						return nil, false, fmt.Errorf("pod %s: ACL %s: %v", ck, a.Id, err)
+						return nil, nil, fmt.Errorf("pod %s: ACL %s: %v", ck, a.Id, err)
 					}
 					b.ranges = append(b.ranges, rs...)
 				}
@@ -307,7 +378,7 @@ func (e *evaluator) boundaries(ck string, egress bool) (*portBounds, bool, error
 		}
 		pols, err := m.Decider.Linux().Applying(ep.Pod, !egress)
 		if err != nil {
-			return nil, false, fmt.Errorf("pod %s: %v", ck, err)
+			return nil, nil, fmt.Errorf("pod %s: %v", ck, err)
 		}
 		for _, pol := range pols {
 			rules := pol.EgressRules
@@ -318,7 +389,9 @@ func (e *evaluator) boundaries(ck string, egress bool) (*portBounds, bool, error
 				for _, mt := range []*plan.Match{&r.Local, &r.Remote} {
 					b.ranges = append(b.ranges, mt.Ports...)
 					b.named = b.named || len(mt.NamedPorts) > 0
-					byAddr = byAddr || mt.Nets != nil
+					if mt.Nets != nil {
+						nets = append(nets, mt.Nets)
+					}
 				}
 			}
 		}
@@ -327,7 +400,7 @@ func (e *evaluator) boundaries(ck string, egress bool) (*portBounds, bool, error
 		return cmp.Or(cmp.Compare(x.First, y.First), cmp.Compare(x.Last, y.Last))
 	})
 	b.ranges = slices.Compact(b.ranges)
-	return b, byAddr, nil
+	return b, nets, nil
 }
 
 // parsePorts reads an ACL's port list: "80", "80,443", "1000-2000".
@@ -417,8 +490,12 @@ func protocolName(p int) string {
 // applies on either side; anywhere, a pod whose node, OS, address, labels
 // or ports changed. A change of any pod's or namespace's labels can change
 // what Linux rules match, so it makes every Linux endpoint changed.
-func changedEndpoints(base, head *Model) map[string]bool {
-	changed := map[string]bool{}
+//
+// byPolicy holds the Linux endpoints changed by the changed policies alone
+// (no pod or label changed), whose decisions can differ only where those
+// policies' rules match (see policyPorts).
+func changedEndpoints(base, head *Model) (changed, byPolicy map[string]bool) {
+	changed, byPolicy = map[string]bool{}, map[string]bool{}
 	worldChanged := false
 	for _, k := range head.Keys {
 		b, h := base.Endpoints[k], head.Endpoints[k]
@@ -443,11 +520,143 @@ func changedEndpoints(base, head *Model) map[string]bool {
 		if b == nil || h.OS != reach.OSLinux || changed[k] {
 			continue
 		}
-		if worldChanged || appliesAny(base, b.Pod, pols.base) || appliesAny(head, h.Pod, pols.head) {
+		if worldChanged {
 			changed[k] = true
+		} else if appliesAny(base, b.Pod, pols.base) || appliesAny(head, h.Pod, pols.head) {
+			changed[k], byPolicy[k] = true, true
 		}
 	}
-	return changed
+	return changed, byPolicy
+}
+
+// policyPorts says at which destination ports the decision of ck, changed
+// by policies alone, can differ in a direction. A policy whose rules do
+// not match a packet decides nothing, so where every changed policy that
+// applies to ck applies on both sides, in the same tier, and each of its
+// rules (both versions) names its destination ports, only those ports
+// can change: skip when no changed policy applies in this direction, all
+// when one applies on one side only, moves tier, or has a rule on any
+// port.
+//
+// rules are the changed rules that apply, by side: a peer that none of
+// them matches is decided alike on both sides.
+func (e *evaluator) policyPorts(ck string, egress bool) (skip, all bool, ports map[uint16]bool, rules [2][]*plan.PolicyRule, err error) {
+	if !e.byPolicy[ck] {
+		return false, true, nil, rules, nil
+	}
+	type applying struct{ b, h string } // the tier on each side, "" if it does not apply
+	seen := map[string]*applying{}
+	for si, side := range []struct {
+		m    *Model
+		pols []*plan.NetworkPolicy
+		head bool
+	}{{e.base, e.pols.base, false}, {e.head, e.pols.head, true}} {
+		l, pod, tiers := side.m.Decider.Linux(), side.m.Endpoints[ck].Pod, tierOf(side.m.Program)
+		for _, pol := range side.pols {
+			ok, err := l.Applies(pol, pod, !egress)
+			if err != nil {
+				return false, false, nil, rules, fmt.Errorf("pod %s: policy %s: %v", ck, pol.ID, err)
+			}
+			if !ok {
+				continue
+			}
+			a := seen[pol.ID]
+			if a == nil {
+				a = &applying{}
+				seen[pol.ID] = a
+			}
+			if side.head {
+				a.h = tiers[pol.ID]
+			} else {
+				a.b = tiers[pol.ID]
+			}
+			rs := pol.IngressRules
+			if egress {
+				rs = pol.EgressRules
+			}
+			for i := range rs {
+				rules[si] = append(rules[si], &rs[i])
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return true, false, nil, rules, nil
+	}
+	for _, a := range seen {
+		if a.b == "" || a.b != a.h {
+			return false, true, nil, rules, nil
+		}
+	}
+	ports = map[uint16]bool{}
+	for _, r := range append(slices.Clone(rules[0]), rules[1]...) {
+		m := &r.Local // an ingress rule's destination is the endpoint
+		if egress {
+			m = &r.Remote
+		}
+		if m.Ports == nil && m.NamedPorts == nil {
+			return false, true, nil, rules, nil
+		}
+		for _, pr := range m.Ports {
+			if pr.Last-pr.First > 256 {
+				return false, true, nil, rules, nil
+			}
+			for p := int(pr.First); p <= int(pr.Last); p++ {
+				ports[uint16(p)] = true
+			}
+		}
+		for _, name := range m.NamedPorts {
+			for p := range e.namedPorts()[name] {
+				ports[p] = true
+			}
+		}
+	}
+	return false, false, ports, rules, nil
+}
+
+// matchesAny reports whether any of the changed rules can match traffic
+// with peer x, on its side.
+func (e *evaluator) matchesAny(rules [2][]*plan.PolicyRule, x string) (bool, error) {
+	for si, m := range []*Model{e.base, e.head} {
+		l, pod := m.Decider.Linux(), m.Endpoints[x].Pod
+		for _, r := range rules[si] {
+			ok, err := l.MatchesPeer(&r.Remote, pod)
+			if ok || err != nil {
+				return true, err
+			}
+		}
+	}
+	return false, nil
+}
+
+// namedPorts maps container port names to their numbers, on both sides.
+func (e *evaluator) namedPorts() map[string]map[uint16]bool {
+	if e.named == nil {
+		e.named = map[string]map[uint16]bool{}
+		for _, m := range []*Model{e.base, e.head} {
+			for _, p := range m.World.Pods {
+				for _, np := range p.Ports {
+					if e.named[np.Name] == nil {
+						e.named[np.Name] = map[uint16]bool{}
+					}
+					e.named[np.Name][np.Port] = true
+				}
+			}
+		}
+	}
+	return e.named
+}
+
+// tierOf maps each policy of a program to its tier.
+func tierOf(p *plan.Program) map[string]string {
+	m := map[string]string{}
+	if p != nil {
+		for _, t := range p.Tiers {
+			for _, pol := range t.Policies {
+				m[pol.ID] = t.Name
+			}
+		}
+	}
+	return m
 }
 
 func appliesAny(m *Model, pod *acl.Pod, pols []*plan.NetworkPolicy) bool {

@@ -194,6 +194,14 @@ func (l *Linux) ruleMatches(r *plan.PolicyRule, ep *acl.Pod, p sim.Packet) (bool
 	return l.side(&r.Remote, p.Remote, l.byIP[p.Remote], p.RemotePort, p.Protocol)
 }
 
+// MatchesPeer reports whether a rule's side m matches the pod, its ports
+// aside: whether the rule can match traffic with that pod at all.
+func (l *Linux) MatchesPeer(m *plan.Match, pod *acl.Pod) (bool, error) {
+	mm := *m
+	mm.Ports, mm.NamedPorts = nil, nil
+	return l.side(&mm, pod.IP, pod, 0, 0)
+}
+
 // side reports whether one side of a rule matches address a (the pod at a,
 // or nil for an address no pod has) on port.
 func (l *Linux) side(m *plan.Match, a netip.Addr, pod *acl.Pod, port uint16, proto int) (bool, error) {
