@@ -253,7 +253,8 @@ func diffVNI(t *testing.T, root, bin string) string {
 	mustRun(t, root, "cp", "-r", base+"/.", head)
 	edit(t, filepath.Join(head, "cluster.cue"), "vni: 4096", "vni: 4097")
 	edit(t, filepath.Join(head, "manifests", "web-networkpolicy.yaml"), "port: 80\n", "port: 8080\n")
-	out, code := runCode(t, root, filepath.Join(bin, "hnsplan"), "diff", base, head, "--inventory", "examples/inventory/calico-vxlan.yaml")
+	// From dir, so that the policies' sources read as head/..., as in the README.
+	out, code := runCode(t, dir, filepath.Join(bin, "hnsplan"), "diff", "base", "head", "--inventory", filepath.Join(root, "examples", "inventory", "calico-vxlan.yaml"))
 	if code != 0 {
 		t.Fatalf("diff: exit %d\n%s", code, out)
 	}
