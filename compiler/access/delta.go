@@ -317,13 +317,33 @@ func netsIn(rules [2][]*plan.PolicyRule) bool {
 }
 
 func peerLabels(w *acl.World, p *acl.Pod) string {
-	b, _ := json.Marshal(struct {
-		NS     string
-		Labels map[string]string
-		NSL    map[string]string
-		Ports  []acl.NamedPort
-	}{p.Namespace, w.EndpointLabels(p), w.NamespaceLabels(p.Namespace), p.Ports})
-	return string(b)
+	var b strings.Builder
+	writeString(&b, p.Namespace)
+	writeLabels(&b, w.EndpointLabels(p))
+	writeLabels(&b, w.NamespaceLabels(p.Namespace))
+	for _, np := range p.Ports {
+		writeString(&b, np.Name)
+		fmt.Fprintf(&b, "%d/%d,", np.Protocol, np.Port)
+	}
+	return b.String()
+}
+
+// writeLabels writes l in key order, its size first: with writeString's
+// length prefixes no two label maps write the same bytes, whatever they
+// hold.
+func writeLabels(b *strings.Builder, l map[string]string) {
+	fmt.Fprintf(b, "%d{", len(l))
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		writeString(b, k)
+		writeString(b, l[k])
+	}
+}
+
+// writeString writes s with its length before it.
+func writeString(b *strings.Builder, s string) {
+	b.WriteString(strconv.Itoa(len(s)))
+	b.WriteByte(':')
+	b.WriteString(s)
 }
 
 // portBounds are the port ranges an endpoint's rules or ACLs test: ports
@@ -502,7 +522,7 @@ func changedEndpoints(base, head *Model) (changed, byPolicy map[string]bool) {
 		if b == nil {
 			continue
 		}
-		if b.OS != h.OS || b.Node != h.Node || podKey(base.World, b.Pod) != podKey(head.World, h.Pod) {
+		if b.OS != h.OS || b.Node != h.Node || !samePod(base.World, b.Pod, head.World, h.Pod) {
 			changed[k] = true
 			worldChanged = true
 			continue
@@ -512,7 +532,7 @@ func changedEndpoints(base, head *Model) (changed, byPolicy map[string]bool) {
 		}
 	}
 	if !worldChanged {
-		worldChanged = worldKey(base.World) != worldKey(head.World)
+		worldChanged = !sameWorld(base.World, head.World)
 	}
 	pols := changedPolicies(base.Program, head.Program)
 	for _, k := range head.Keys {
@@ -673,26 +693,28 @@ func appliesAny(m *Model, pod *acl.Pod, pols []*plan.NetworkPolicy) bool {
 	return false
 }
 
-// podKey is what of a pod a decision reads.
-func podKey(w *acl.World, p *acl.Pod) string {
-	b, _ := json.Marshal(struct {
-		IP     string
-		Labels map[string]string
-		NS     map[string]string
-		Ports  []acl.NamedPort
-	}{p.IP.String(), w.EndpointLabels(p), w.NamespaceLabels(p.Namespace), p.Ports})
-	return string(b)
+// samePod reports whether what a decision reads of a pod — its address,
+// labels, namespace labels and container ports — is the same in two worlds.
+func samePod(aw *acl.World, a *acl.Pod, bw *acl.World, b *acl.Pod) bool {
+	return a.IP == b.IP && slices.Equal(a.Ports, b.Ports) &&
+		maps.Equal(aw.EndpointLabels(a), bw.EndpointLabels(b)) &&
+		maps.Equal(aw.NamespaceLabels(a.Namespace), bw.NamespaceLabels(b.Namespace))
 }
 
-// worldKey is every pod's and namespace's labels, to tell whether a Linux
-// rule's selectors may match other peers.
-func worldKey(w *acl.World) string {
-	var b strings.Builder
-	for _, p := range w.Pods {
-		b.WriteString(p.Key())
-		b.WriteString(podKey(w, p))
+// sameWorld reports whether two worlds hold the same pods with the same
+// labels, namespace labels and ports, to tell whether a Linux rule's
+// selectors may match other peers.
+func sameWorld(a, b *acl.World) bool {
+	if len(a.Pods) != len(b.Pods) {
+		return false
 	}
-	return b.String()
+	for i, p := range a.Pods {
+		q := b.Pods[i]
+		if p.Namespace != q.Namespace || p.Name != q.Name || !samePod(a, p, b, q) {
+			return false
+		}
+	}
+	return true
 }
 
 // changedSets are the changed policies, as each program has them.

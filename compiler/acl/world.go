@@ -90,7 +90,7 @@ func NewWorld(pods []*Pod, namespaces map[string]map[string]string, hostAddrs []
 			w.Pods = append(w.Pods, p)
 		}
 	}
-	slices.SortFunc(w.Pods, func(a, b *Pod) int { return strings.Compare(a.Key(), b.Key()) })
+	sortByKey(w.Pods)
 	for _, p := range w.Pods {
 		if _, ok := w.byNamespace[p.Namespace]; !ok {
 			w.namespaceNames = append(w.namespaceNames, p.Namespace)
@@ -141,6 +141,39 @@ func (w *World) NamespaceLabels(ns string) map[string]string {
 		return l
 	}
 	return namespaceLabels(ns, nil)
+}
+
+// Selected returns the pods, in key order, whose endpoint labels sel
+// matches, looking candidates up in the label index when sel requires a
+// label value: the cost follows the pods that can match, not the World.
+func (w *World) Selected(sel selector.Selector) []*Pod {
+	pods, ok := w.candidates(sel)
+	if !ok {
+		pods = w.Pods
+	}
+	var out []*Pod
+	for _, p := range pods {
+		if sel.Evaluate(p.labels) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// sortByKey sorts pods by Key, computing each key once.
+func sortByKey(pods []*Pod) {
+	type keyed struct {
+		key string
+		pod *Pod
+	}
+	ks := make([]keyed, len(pods))
+	for i, p := range pods {
+		ks[i] = keyed{p.Key(), p}
+	}
+	slices.SortFunc(ks, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+	for i := range ks {
+		pods[i] = ks[i].pod
+	}
 }
 
 // candidates returns the pods that carry every label value the selector

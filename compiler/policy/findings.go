@@ -74,8 +74,8 @@ func (c *compiler) specialisation(p *plan.NetworkPolicy, w *acl.World) {
 		}
 	}
 	var selected []*acl.Pod
-	for _, pod := range w.Pods {
-		if polSel.Evaluate(w.EndpointLabels(pod)) && (p.NamespaceSelector == "" || nsSel.Evaluate(w.NamespaceLabels(pod.Namespace))) {
+	for _, pod := range w.Selected(polSel) {
+		if p.NamespaceSelector == "" || nsSel.Evaluate(w.NamespaceLabels(pod.Namespace)) {
 			selected = append(selected, pod)
 		}
 	}
