@@ -20,8 +20,6 @@ import (
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
 	"github.com/hnsplan/hnsplan/applier/replace"
 	"github.com/hnsplan/hnsplan/compiler"
-	"github.com/hnsplan/hnsplan/compiler/check"
-	"github.com/hnsplan/hnsplan/compiler/intent"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 	"github.com/hnsplan/hnsplan/compiler/policy"
 )
@@ -37,27 +35,19 @@ type compiled struct {
 
 func compile(t testing.TB, dir string, inventory ...string) compiled {
 	t.Helper()
-	in, loaded, err := intent.Load(dir, intent.Options{Inventory: inventory})
+	res, findings, err := compiler.Build(dir, compiler.Options{Inventory: inventory})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules, err := intent.Catalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat := check.NewCatalog(rules)
-	if v := check.Vet(in, loaded, cat); v.HasErrors() {
+	if findings.HasErrors() || !res.Compiled() {
 		var b strings.Builder
-		_ = v.WriteText(&b, false)
+		_ = findings.WriteText(&b, false)
 		t.Fatalf("%s is invalid:\n%s", dir, b.String())
-	}
-	res, findings := compiler.Compile(in, cat)
-	if findings.HasErrors() {
-		t.Fatalf("compile %s: %v", dir, findings)
 	}
 	if _, err := compiler.EncodePlans(res.Plans); err != nil { // sets the digests
 		t.Fatal(err)
 	}
+	in := res.Intent
 	c := compiled{plans: map[string]*plan.NodePlan{}, cluster: &applier.Cluster{
 		Pods: policy.Pods(&in.Inventory), PodNodes: map[string]string{},
 		Namespaces: policy.NamespaceLabels(in), TunnelMACs: map[string]string{}}}

@@ -23,33 +23,39 @@ import (
 	"github.com/hnsplan/hnsplan/compiler/topology"
 )
 
-// Rule ids the compiler reports (policies/ipam.cue, phase compile).
+// Rule ids the plan compiler reports (policies/ipam.cue, phase compile;
+// policies/netpol.cue, the ACL budget).
 const (
 	RuleBlockInvalid  = "ipam-block-invalid"
 	RuleNoBlock       = "ipam-no-block"
 	RulePodIPOutside  = "pod-ip-outside-block"
+	RuleACLBudget     = "policy-acl-budget"
 	macPrefix         = "0E-2A"
 	calicoMACAnnot    = "projectcalico.org/VXLANTunnelMACAddr"
 	flannelBackendKey = "flannel.alpha.coreos.com/backend-data"
 )
 
-// Result is a compilation.
+// Result is a build (Build): the intent as loaded, its policy program and,
+// when the compile ran (Compiled), one plan per Windows node.
 type Result struct {
-	Plans []*plan.NodePlan // one per Windows node with a block, in node order
-	IPAM  *ipam.Result
+	// Intent is the intent as loaded, with its inventory.
+	Intent *intent.Intent
+	// Program is the intent's policy program, compiled once for vet and
+	// the plans, with source positions relative to the intent directory;
+	// nil when it has no tier or the compile did not run. An intent
+	// without Windows nodes has one too: it decides the Linux pods.
+	Program *plan.Program
+	Plans   []*plan.NodePlan // one per Windows node with a block, in node order
+	IPAM    *ipam.Result
 }
 
-// Compile compiles in, which must have loaded without error. Findings are
-// the compiler's own (blocks, pod addresses, ACL budgets), with the
-// catalog's severities; the caller applies cluster.constraints with
-// check.Override. Commands use Run, which also vets.
-func Compile(in *intent.Intent, cat check.Catalog) (*Result, diag.List) {
-	prog, _ := policy.Compile(&in.Manifests, check.Services(in), cat.Severity)
-	return compile(in, cat, prog)
-}
-
-// compile is Compile with the policy program vet compiled (nil: none).
-func compile(in *intent.Intent, cat check.Catalog, prog *plan.Program) (*Result, diag.List) {
+// compile compiles res.Intent, which must have loaded and vetted without
+// error, into res, with the policy program vet compiled (nil: none). The
+// findings are the compiler's own (blocks, pod addresses, ACL budgets),
+// with the catalog's severities; the caller applies cluster.constraints
+// with check.Override.
+func compile(res *Result, cat check.Catalog, prog *plan.Program) diag.List {
+	in := res.Intent
 	c := &compilation{in: in, c: in.Cluster, cat: cat, t: topology.New(in.Cluster)}
 	c.podCIDRs = usesPodCIDR(in.Cluster)
 	c.ipam = ipam.Assign(c.t, in.Inventory, in.Lock, c.podCIDRs)
@@ -74,7 +80,7 @@ func compile(in *intent.Intent, cat check.Catalog, prog *plan.Program) (*Result,
 	if c.program != nil {
 		c.renderer = acl.NewRenderer(c.program, acl.NewWorld(c.pods, c.namespaces, nil))
 	}
-	res := &Result{IPAM: c.ipam}
+	res.Program, res.IPAM = c.program, c.ipam
 	for _, n := range c.t.Windows {
 		b, ok := c.ipam.Blocks[n.Name]
 		if !ok {
@@ -82,13 +88,13 @@ func compile(in *intent.Intent, cat check.Catalog, prog *plan.Program) (*Result,
 		}
 		res.Plans = append(res.Plans, c.nodePlan(n, b))
 	}
-	return res, c.findings
+	return c.findings
 }
 
-// ForUpdateLock drops the findings that `compile --update-lock` resolves:
+// forUpdateLock drops the findings that `compile --update-lock` resolves:
 // a lock that does not cover every node, or names blocks of no pool, is
 // what the update rewrites.
-func ForUpdateLock(findings diag.List) diag.List {
+func forUpdateLock(findings diag.List) diag.List {
 	var out diag.List
 	for _, f := range findings {
 		if f.Rule != "ipam-lock-stale" && f.Rule != "ipam-unlocked" {
@@ -461,11 +467,11 @@ func (c *compilation) endpoints(p *plan.NodePlan, n *intent.Node, b ipam.Block) 
 		if c.renderer != nil {
 			acls, err := c.render(name, hosts)
 			if err != nil {
-				c.report("policy-acl-budget", n.Name, pod.Source.Pos, "", "pod %s: %v", name, err)
+				c.report(RuleACLBudget, n.Name, pod.Source.Pos, "", "pod %s: %v", name, err)
 				continue
 			}
 			if len(acls) > aclBudget {
-				c.report("policy-acl-budget", n.Name, pod.Source.Pos, "",
+				c.report(RuleACLBudget, n.Name, pod.Source.Pos, "",
 					"pod %s gets %d ACLs (more than %d): every policy update reprograms them all, and programming slows; consider narrower selectors or fewer rules", name, len(acls), aclBudget)
 			}
 			ep.Policies = slices.Clone(ep.Policies)

@@ -23,8 +23,6 @@ import (
 
 	"github.com/hnsplan/hnsplan/applier/replace"
 	"github.com/hnsplan/hnsplan/compiler"
-	"github.com/hnsplan/hnsplan/compiler/check"
-	"github.com/hnsplan/hnsplan/compiler/intent"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
@@ -494,19 +492,13 @@ func TestPlanFormatExample(t *testing.T) {
 	if !ok {
 		t.Fatal("plan-format.md: the example's json block does not end")
 	}
-	rules, err := intent.Catalog()
+	res, findings, err := compiler.Build(filepath.Join(root, "examples", "calico-vxlan"), compiler.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := check.NewCatalog(rules)
-	in, findings, err := intent.Load(filepath.Join(root, "examples", "calico-vxlan"), intent.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if findings = check.Vet(in, findings, cat); findings.HasErrors() {
+	if findings.HasErrors() || !res.Compiled() {
 		t.Fatalf("examples/calico-vxlan does not vet: %s", findings.Summary())
 	}
-	res, _ := compiler.Compile(in, cat)
 	files, err := compiler.EncodePlans(res.Plans)
 	if err != nil {
 		t.Fatal(err)

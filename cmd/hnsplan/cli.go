@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -173,87 +172,21 @@ github/codeql-action/upload-sarif); -o github writes workflow commands
 			if err != nil {
 				return fmt.Errorf("--severity: %v", err)
 			}
-			in, loaded, cat, err := load(args[0], inventory)
-			if err != nil {
-				return err
-			}
 			// The compile runs too, so that vet reports what compile
 			// would (a block no pool has, an ACL list over budget).
-			_, findings := compiler.Run(in, loaded, cat, compiler.Options{})
-			return report(cmd, g, args[0], in, findings, min)
+			res, findings, err := compiler.Build(args[0], inputLimits.options(inventory))
+			if err != nil {
+				return loadError(err)
+			}
+			out := cmd.OutOrStdout()
+			r := reporter{w: out, format: g.output, min: min, summary: true, color: g.useColor(out)}
+			return r.report(args[0], res, findings)
 		},
 	}
 	cmd.Flags().StringArrayVar(&inventory, "inventory", nil, "live-state file (kubectl get ... -o yaml); repeatable")
 	cmd.Flags().StringVar(&minSeverity, "severity", "", "list findings of at least this severity: error, warning or info (default warning for text, whose summary line counts all; info for json)")
 	g.outputFlag(cmd, "text", "json", "sarif", "github")
 	return cmd
-}
-
-// report prints the findings of at least severity min and a summary of
-// all, and returns the exit status.
-func report(cmd *cobra.Command, g *globalFlags, dir string, in *intent.Intent, findings diag.List, min diag.Severity) error {
-	out := cmd.OutOrStdout()
-	shown := atLeast(findings, min)
-	var err error
-	switch g.output {
-	case "json":
-		err = shown.WriteJSON(out, ruleDocs())
-	case "sarif":
-		err = relativeToWorkDir(shown).WriteSARIF(out, diag.Tool{Name: "hnsplan", Version: buildinfo.Get().Version, InformationURI: projectURL}, ruleDocs())
-	case "github":
-		err = relativeToWorkDir(shown).WriteGitHub(out)
-	default:
-		err = shown.WriteText(out, g.useColor(out))
-		if err == nil {
-			_, err = fmt.Fprintln(out, summary(dir, in, findings))
-		}
-	}
-	if err != nil {
-		return &exitError{code: exitInvalid, err: err}
-	}
-	if findings.HasErrors() {
-		return &exitError{code: exitInvalid}
-	}
-	return nil
-}
-
-// relativeToWorkDir rewrites the findings' absolute paths below the
-// working directory as relative ones: code scanning and workflow
-// annotations name files relative to the repository, where CI runs.
-func relativeToWorkDir(l diag.List) diag.List {
-	wd, err := os.Getwd()
-	if err != nil {
-		return l
-	}
-	out := slices.Clone(l)
-	for i, f := range out {
-		if filepath.IsAbs(f.Pos.File) {
-			if rel, err := filepath.Rel(wd, f.Pos.File); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-				out[i].Pos.File = rel
-			}
-		}
-	}
-	return out
-}
-
-func summary(dir string, in *intent.Intent, findings diag.List) string {
-	if findings.HasErrors() || in.Cluster == nil {
-		return fmt.Sprintf("%s: invalid: %s", dir, findings.Summary())
-	}
-	c := in.Cluster
-	win := 0
-	for _, n := range c.Nodes {
-		if n.IsWindows() {
-			win++
-		}
-	}
-	s := fmt.Sprintf("%s: valid: cluster %q (%s), %s (%d Windows, %d Linux), %s, %s",
-		dir, c.Name, c.Networking, plural(len(c.Nodes), "node"), win, len(c.Nodes)-win,
-		plural(len(c.Pools), "pool"), plural(in.Manifests.Len(), "manifest object"))
-	if len(findings) > 0 {
-		s += "; " + findings.Summary()
-	}
-	return s
 }
 
 // projectURL is hnsplan's home, where the rules are documented.

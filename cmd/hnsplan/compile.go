@@ -12,68 +12,41 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hnsplan/hnsplan/compiler"
-	"github.com/hnsplan/hnsplan/compiler/check"
-	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
-// compiled is an intent taken through compiler.Run.
-type compiled struct {
-	in       *intent.Intent
-	result   *compiler.Result
-	findings diag.List
+// build builds dir with opt (compiler.Build) for a command that goes on
+// with its plans: it prints what needs attention, the errors and warnings,
+// to stderr (infos are vet's to list), and fails if any finding is an
+// error, with the summary line vet prints — "NAME: invalid: 1 error, 2
+// warnings" — so that every command that compiles fails in the same words
+// and never with a result. name is how dir is called in that line.
+func build(cmd *cobra.Command, g *globalFlags, dir, name string, opt compiler.Options) (*compiler.Result, error) {
+	res, findings, err := compiler.Build(dir, opt)
+	return g.built(cmd, name, compiler.Built{Result: res, Findings: findings, Err: err})
 }
 
-// load reads the intent in dir with its inventory, and the rule catalog.
-// It returns an *exitError: a path that cannot be read is a usage error.
-func load(dir string, inventory []string) (*intent.Intent, diag.List, check.Catalog, error) {
-	in, findings, err := intent.Load(dir, inputLimits.options(inventory))
-	var pe *intent.PathError
-	if errors.As(err, &pe) {
-		return nil, nil, nil, &exitError{code: exitUsage, err: err}
-	} else if err != nil {
-		return nil, nil, nil, &exitError{code: exitInvalid, err: err}
+// built is build's end, for a build already made.
+func (g *globalFlags) built(cmd *cobra.Command, name string, b compiler.Built) (*compiler.Result, error) {
+	if b.Err != nil {
+		return nil, loadError(b.Err)
 	}
-	cat, err := catalog()
-	if err != nil {
-		return nil, nil, nil, &exitError{code: exitInvalid, err: err}
-	}
-	return in, findings, cat, nil
-}
-
-// compileDir loads dir and takes it through compiler.Run, the path `vet`
-// takes too. It prints what needs attention, the errors and warnings, to
-// stderr (infos are vet's to list). If any finding is an error it prints
-// the summary line as vet does — "NAME: invalid: 1 error, 2 warnings" —
-// and returns exit 1, so every command that compiles fails in the same
-// words and never with a result. name is how dir is called in that line.
-func compileDir(cmd *cobra.Command, g *globalFlags, dir, name string, inventory []string, updateLock bool) (*compiled, error) {
-	in, loaded, cat, err := load(dir, inventory)
-	if err != nil {
+	if err := g.stderrReporter(cmd).report(name, b.Result, b.Findings); err != nil {
 		return nil, err
 	}
-	res, findings := compiler.Run(in, loaded, cat, compiler.Options{UpdateLock: updateLock})
-	errOut := cmd.ErrOrStderr()
-	if err := atLeast(findings, diag.Warning).WriteText(errOut, g.useColor(errOut)); err != nil {
-		return nil, &exitError{code: exitInvalid, err: err}
-	}
-	if findings.HasErrors() || res == nil {
-		fmt.Fprintln(errOut, summary(name, in, findings))
-		return nil, &exitError{code: exitInvalid}
-	}
-	return &compiled{in: in, result: res, findings: findings}, nil
+	return b.Result, nil
 }
 
-// atLeast returns the findings of severity min or above.
-func atLeast(l diag.List, min diag.Severity) diag.List {
-	var out diag.List
-	for _, f := range l {
-		if f.Severity >= min {
-			out = append(out, f)
-		}
+// loadError is the exit of a build that could not load its input: a path
+// that cannot be read is a usage error, anything else (a CUE evaluation
+// over its budget, the rule catalog) a failure.
+func loadError(err error) error {
+	var pe *intent.PathError
+	if errors.As(err, &pe) {
+		return &exitError{code: exitUsage, err: err}
 	}
-	return out
+	return &exitError{code: exitInvalid, err: err}
 }
 
 func newCompileCmd(g *globalFlags) *cobra.Command {
@@ -108,11 +81,13 @@ agent given --trusted-keys applies only plans signed by a key it trusts. Without
 			if err := sk.load(); err != nil {
 				return err
 			}
-			c, err := compileDir(cmd, g, args[0], args[0], inventory, updateLock)
+			opt := inputLimits.options(inventory)
+			opt.UpdateLock = updateLock
+			c, err := build(cmd, g, args[0], args[0], opt)
 			if err != nil {
 				return err
 			}
-			stale, err := compiler.StalePlans(outDir, c.result.Plans)
+			stale, err := compiler.StalePlans(outDir, c.Plans)
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
@@ -120,17 +95,17 @@ agent given --trusted-keys applies only plans signed by a key it trusts. Without
 				return err
 			}
 			out := cmd.OutOrStdout()
-			removed, err := compiler.WritePlans(outDir, c.in.Cluster.Name, c.result.Plans, sk.signer())
+			removed, err := compiler.WritePlans(outDir, c.Intent.Cluster.Name, c.Plans, sk.signer())
 			for _, name := range removed {
 				fmt.Fprintf(out, "%s: removed %s: its node is no longer a Windows node of the intent\n", args[0], filepath.Join(outDir, name))
 			}
 			if err == nil && updateLock {
-				err = compiler.WriteFileAtomic(filepath.Join(args[0], intent.LockFile), c.result.IPAM.Lock.Encode())
+				err = compiler.WriteFileAtomic(filepath.Join(args[0], intent.LockFile), c.IPAM.Lock.Encode())
 			}
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
-			msg := fmt.Sprintf("%s: wrote %s and %s to %s", args[0], plural(len(c.result.Plans), "plan"), plan.IndexFile, outDir)
+			msg := fmt.Sprintf("%s: wrote %s and %s to %s", args[0], plural(len(c.Plans), "plan"), plan.IndexFile, outDir)
 			if fp := sk.fingerprint(); fp != "" {
 				msg += "; signed with " + fp
 			}
@@ -193,14 +168,14 @@ Findings go to stderr.`,
 			if err := g.checkOutput(cmd, "text", "json", "yaml"); err != nil {
 				return err
 			}
-			c, err := compileDir(cmd, g, args[0], args[0], inventory, false)
+			c, err := build(cmd, g, args[0], args[0], inputLimits.options(inventory))
 			if err != nil {
 				return err
 			}
-			plans := c.result.Plans
+			plans := c.Plans
 			if node != "" {
 				plans = nil
-				for _, p := range c.result.Plans {
+				for _, p := range c.Plans {
 					if p.Node == node {
 						plans = append(plans, p)
 					}

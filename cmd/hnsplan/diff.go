@@ -84,15 +84,12 @@ characters) or json. --detailed-exitcode: 0 no changes, 2 changes, 1 error.`,
 					return err
 				}
 			}
-			bp, bc, err := bs.plans(cmd, g, inventory)
+			plans, built, err := sidesPlans(cmd, g, [2]side{bs, hs}, inventory)
 			if err != nil {
 				return err
 			}
-			hp, hc, err := hs.plans(cmd, g, inventory)
-			if err != nil {
-				return err
-			}
-			res := diff.PlansWith(bp, hp, diff.Options{BaseDir: bs.display, HeadDir: hs.display})
+			bc, hc := built[0], built[1]
+			res := diff.PlansWith(plans[0], plans[1], diff.Options{BaseDir: bs.display, HeadDir: hs.display})
 			for _, s := range []side{bs, hs} {
 				if s.note != "" {
 					res.Notes = append(res.Notes, s.note)
@@ -149,17 +146,8 @@ type side struct {
 	note    string
 }
 
-// plans returns the side's plans: none when it is absent; and, for an
-// intent directory, the compiled intent.
-func (s side) plans(cmd *cobra.Command, g *globalFlags, inventory []string) ([]*plan.NodePlan, *compiled, error) {
-	if s.absent {
-		return nil, nil, nil
-	}
-	return sidePlans(cmd, g, s.dir, s.name, inventory)
-}
-
 // accessDelta compares the access models of two compiled intents.
-func accessDelta(b, h *compiled, bName, hName string) (*access.Delta, error) {
+func accessDelta(b, h *compiler.Result, bName, hName string) (*access.Delta, error) {
 	bm, err := modelOf(b, bName)
 	if err != nil {
 		return nil, err
@@ -175,20 +163,49 @@ func accessDelta(b, h *compiled, bName, hName string) (*access.Delta, error) {
 	return d, nil
 }
 
-// sidePlans returns one side's plans: a plan directory's, decoded and
-// verified, or an intent directory's, compiled (with the compiled intent).
-func sidePlans(cmd *cobra.Command, g *globalFlags, dir, name string, inventory []string) ([]*plan.NodePlan, *compiled, error) {
-	if _, plans, ok, err := compiler.ReadPlanDir(dir); ok {
-		if err != nil {
-			return nil, nil, &exitError{code: exitInvalid, err: fmt.Errorf("%s: %v", name, err)}
+// sidesPlans returns the plans of both sides: none for an absent side, a
+// plan directory's decoded and verified, an intent directory's built (with
+// the build). Intent directories on both sides are built at once
+// (compiler.BuildEach: the inventory read once, the compiles side by
+// side); their findings are reported, and a failure returned, in the order
+// of the sides, base first, as if one were built after the other.
+func sidesPlans(cmd *cobra.Command, g *globalFlags, sides [2]side, inventory []string) ([2][]*plan.NodePlan, [2]*compiler.Result, error) {
+	var plans [2][]*plan.NodePlan
+	var built [2]*compiler.Result
+	var planDir [2]bool
+	var planErr [2]error
+	var dirs []string
+	var of []int // the side of each of dirs
+	for i, s := range sides {
+		if s.absent {
+			continue
 		}
-		return plans, nil, nil
+		if _, p, ok, err := compiler.ReadPlanDir(s.dir); ok {
+			planDir[i], plans[i], planErr[i] = true, p, err
+			continue
+		}
+		dirs, of = append(dirs, s.dir), append(of, i)
 	}
-	c, err := compileDir(cmd, g, dir, name, inventory, false)
-	if err != nil {
-		return nil, nil, err
+	var builds [2]compiler.Built
+	for j, b := range compiler.BuildEach(dirs, inputLimits.options(inventory)) {
+		builds[of[j]] = b
 	}
-	return c.result.Plans, c, nil
+	for i, s := range sides {
+		switch {
+		case s.absent:
+		case planDir[i]:
+			if planErr[i] != nil {
+				return plans, built, &exitError{code: exitInvalid, err: fmt.Errorf("%s: %v", s.name, planErr[i])}
+			}
+		default:
+			res, err := g.built(cmd, s.name, builds[i])
+			if err != nil {
+				return plans, built, err
+			}
+			plans[i], built[i] = res.Plans, res
+		}
+	}
+	return plans, built, nil
 }
 
 // dirSides resolves the plain form, diff BASE HEAD. A BASE that does not

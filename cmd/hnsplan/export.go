@@ -38,11 +38,11 @@ calicoctl apply -f. Without -o they go to stdout; -o OUTDIR writes OUTDIR/` + ca
 intent directory it agrees with the CUE: vet stays clean and the plans do not change.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := compileDir(cmd, g, args[0], args[0], nil, false)
+			c, err := build(cmd, g, args[0], args[0], inputLimits.options(nil))
 			if err != nil {
 				return err
 			}
-			data, err := calicoexport.Export(c.in.Cluster)
+			data, err := calicoexport.Export(c.Intent.Cluster)
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}

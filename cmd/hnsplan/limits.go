@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/intent"
 )
 
@@ -32,9 +33,9 @@ func addLimitFlags(root *cobra.Command) {
 	f.Var(&inputLimits.cueMemory, "cue-memory", "most heap a CUE evaluation of an intent may take (e.g. 2GiB); over it, the command stops with an error")
 }
 
-// options are intent.Load's options for these limits.
-func (l limits) options(inventory []string) intent.Options {
-	return intent.Options{Inventory: inventory, MaxFileSize: int64(l.maxFileSize), CUETimeout: l.cueTimeout, CUEMemory: int64(l.cueMemory)}
+// options are compiler.Build's options for these limits.
+func (l limits) options(inventory []string) compiler.Options {
+	return compiler.Options{Inventory: inventory, MaxFileSize: int64(l.maxFileSize), CUETimeout: l.cueTimeout, CUEMemory: int64(l.cueMemory)}
 }
 
 // byteSize is a flag value in bytes, written "16MiB", "2GiB", "512KiB",

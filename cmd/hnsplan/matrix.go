@@ -11,14 +11,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/access"
-	"github.com/hnsplan/hnsplan/compiler/check"
 	"github.com/hnsplan/hnsplan/compiler/plan"
-	"github.com/hnsplan/hnsplan/compiler/policy"
 	"github.com/hnsplan/hnsplan/compiler/reach"
 )
 
-// model compiles dir with the inventory and returns its access model:
+// model builds dir with the inventory and returns its access model:
 // every pod with an address on a Windows node (with its compiled ACL list)
 // or a Linux node (decided from the program). name is how dir is called
 // in messages and source positions.
@@ -26,25 +25,17 @@ func model(cmd *cobra.Command, g *globalFlags, dir, name string, inventory []str
 	if len(inventory) == 0 {
 		return nil, errors.New("needs --inventory: the pods, their labels and addresses")
 	}
-	c, err := compileDir(cmd, g, dir, name, inventory, false)
+	res, err := build(cmd, g, dir, name, inputLimits.options(inventory))
 	if err != nil {
 		return nil, err
 	}
-	return modelOf(c, name)
+	return modelOf(res, name)
 }
 
-// modelOf is the access model of a compiled intent.
-func modelOf(c *compiled, name string) (*access.Model, error) {
-	var prog *plan.Program
-	if len(c.result.Plans) > 0 {
-		prog = c.result.Plans[0].Program
-	} else if cat, err := catalog(); err == nil {
-		// No Windows node: the program still decides the Linux pods.
-		if prog, _ = policy.Compile(&c.in.Manifests, check.Services(c.in), cat.Severity); len(prog.Tiers) == 0 {
-			prog = nil
-		}
-	}
-	m, err := access.NewModel(c.in, c.result.Plans, prog, name)
+// modelOf is the access model of a built intent. Its program decides the
+// Linux pods, also when the intent has no Windows node.
+func modelOf(res *compiler.Result, name string) (*access.Model, error) {
+	m, err := access.NewModel(res.Intent, res.Plans, res.Program, name)
 	if err != nil {
 		return nil, &exitError{code: exitInvalid, err: err}
 	}

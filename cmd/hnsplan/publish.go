@@ -143,11 +143,11 @@ func publishFiles(cmd *cobra.Command, g *globalFlags, dir string, inventory []st
 		}
 		return files, nil
 	}
-	c, err := compileDir(cmd, g, dir, dir, inventory, false)
+	c, err := build(cmd, g, dir, dir, inputLimits.options(inventory))
 	if err != nil {
 		return nil, err
 	}
-	files, err := compiler.EncodePlans(c.result.Plans)
+	files, err := compiler.EncodePlans(c.Plans)
 	if err != nil {
 		return nil, &exitError{code: exitInvalid, err: err}
 	}

@@ -3,29 +3,27 @@ package check_test
 import (
 	"testing"
 
+	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/check"
 	"github.com/hnsplan/hnsplan/compiler/intent"
 	"github.com/hnsplan/hnsplan/compiler/internal/synth"
 )
 
 // BenchmarkVet measures `hnsplan vet` of the 1,000-Windows-node intent:
-// Load (see intent.BenchmarkLoad, the baseline) plus every constraint rule.
+// compiler.Build, as vet runs it — Load (see intent.BenchmarkLoad, the
+// baseline), every constraint rule (BenchmarkRules alone) and the policy
+// program, then the plan compiler, so that vet reports what compile would.
 func BenchmarkVet(b *testing.B) {
 	dir := b.TempDir()
 	if err := synth.Write(dir, synth.Benchmark); err != nil {
 		b.Fatal(err)
 	}
-	rules, err := intent.Catalog()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cat := check.NewCatalog(rules)
 	for b.Loop() {
-		in, loaded, err := intent.Load(dir, intent.Options{})
+		res, f, err := compiler.Build(dir, compiler.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if f := check.Vet(in, loaded, cat); f.HasErrors() {
+		if f.HasErrors() || !res.Compiled() {
 			b.Fatalf("the benchmark intent is invalid:\n%v", f)
 		}
 	}

@@ -201,18 +201,13 @@ func prefixes(ps []netip.Prefix) string {
 	return strings.Join(s, ", ")
 }
 
-// Vet runs the constraint rules on a loaded intent, adds them to the
-// loader's findings, applies cluster.constraints and sorts the result.
-// Without a cluster (the CUE did not load) only the loader's findings stay.
-func Vet(in *intent.Intent, loaded diag.List, cat Catalog) diag.List {
-	_, all := VetProgram(in, loaded, cat)
-	return all
-}
-
-// VetProgram is Vet that also returns the policy program it compiled, so
-// that the plan compiler (compiler.Run) uses it rather than compiling the
-// manifests a second time. The program is nil when a manifest did not
-// decode cleanly.
+// VetProgram runs the constraint rules and the policy compiler on a
+// loaded intent, adds their findings to the loader's, applies
+// cluster.constraints and sorts the result. Without a cluster (the CUE did
+// not load) only the loader's and the policy compiler's findings stay. It
+// also returns the policy program it compiled, so that the plan compiler
+// (compiler.Build) uses it rather than compiling the manifests a second
+// time. The program is nil when a manifest did not decode cleanly.
 func VetProgram(in *intent.Intent, loaded diag.List, cat Catalog) (*plan.Program, diag.List) {
 	all := slices.Clone(loaded)
 	var prog *plan.Program

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/rogpeppe/go-internal/txtar"
 
+	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/check"
 	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
@@ -24,19 +25,19 @@ func catalog(t *testing.T) check.Catalog {
 	return check.NewCatalog(rules)
 }
 
-// vet loads dir (with dir+".inventory.yaml" as inventory if it exists)
-// and returns every finding, file names relative to root.
-func vet(t *testing.T, root, dir string, cat check.Catalog) diag.List {
+// vet builds dir (with dir+".inventory.yaml" as inventory if it exists)
+// as `hnsplan vet` does and returns every finding, file names relative to
+// root.
+func vet(t *testing.T, root, dir string) diag.List {
 	t.Helper()
-	var opts intent.Options
+	var inventory []string
 	if inv := dir + ".inventory.yaml"; fileExists(inv) {
-		opts.Inventory = []string{inv}
+		inventory = []string{inv}
 	}
-	in, loaded, err := intent.Load(dir, opts)
+	_, all, err := compiler.Build(dir, compiler.Options{Inventory: inventory})
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := check.Vet(in, loaded, cat)
 	for i := range all {
 		if rel, err := filepath.Rel(root, all[i].Pos.File); err == nil && !strings.HasPrefix(rel, "..") {
 			all[i].Pos.File = rel
@@ -107,7 +108,7 @@ func TestRules(t *testing.T) {
 				t.Fatalf("%s has no want file", file)
 			}
 			for _, variant := range []string{"fire", "near"} {
-				all := vet(t, root, filepath.Join(root, variant), cat)
+				all := vet(t, root, filepath.Join(root, variant))
 				for _, f := range all {
 					if r := cat[f.Rule]; r.Phase == "load" && f.Rule != id {
 						t.Errorf("%s: loader finding: %s", variant, f)

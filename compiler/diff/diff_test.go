@@ -12,31 +12,22 @@ import (
 	"github.com/rogpeppe/go-internal/txtar"
 
 	"github.com/hnsplan/hnsplan/compiler"
-	"github.com/hnsplan/hnsplan/compiler/check"
 	"github.com/hnsplan/hnsplan/compiler/diff"
-	"github.com/hnsplan/hnsplan/compiler/intent"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
+// compileDir builds dir as `hnsplan compile` does; the intent must be
+// valid. The plans have their digests, as plan files do.
 func compileDir(t testing.TB, dir string, inventory ...string) []*plan.NodePlan {
 	t.Helper()
-	in, loaded, err := intent.Load(dir, intent.Options{Inventory: inventory})
+	res, f, err := compiler.Build(dir, compiler.Options{Inventory: inventory})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules, err := intent.Catalog()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cat := check.NewCatalog(rules)
-	if f := check.Vet(in, loaded, cat); f.HasErrors() {
+	if f.HasErrors() || !res.Compiled() {
 		t.Fatalf("%s is invalid: %v", dir, f)
 	}
-	res, f := compiler.Compile(in, cat)
-	if f.HasErrors() {
-		t.Fatalf("%s: %v", dir, f)
-	}
-	if _, err := compiler.EncodePlans(res.Plans); err != nil { // sets digests, as a plan file has them
+	if _, err := compiler.EncodePlans(res.Plans); err != nil {
 		t.Fatal(err)
 	}
 	return res.Plans

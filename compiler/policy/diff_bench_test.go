@@ -14,17 +14,14 @@ import (
 
 	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/access"
-	"github.com/hnsplan/hnsplan/compiler/check"
 	"github.com/hnsplan/hnsplan/compiler/diff"
-	"github.com/hnsplan/hnsplan/compiler/intent"
-	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
 // BenchmarkDiffAccess is `hnsplan diff BASE HEAD --inventory` on the
 // policy benchmark's cluster (bigWorkload: 2,000 policies, 30,000 pods in
 // 300 namespaces, 110 a node; node 0's pods on the Windows node win-0000,
 // every other node Linux) written as intents, HEAD with one policy's port
-// changed. An op loads and compiles both sides as the CLI does, diffs the
+// changed. An op builds both sides as the CLI does, diffs the
 // plans and renders the markdown comment; "access" adds the access delta
 // (both access models and access.Diff). The issue's figure: access ≤ 2×
 // plain, and ≤ 3 s.
@@ -59,48 +56,41 @@ func BenchmarkDiffAccess(b *testing.B) {
 	}
 }
 
-// diffIntents is what `hnsplan diff` does with two intent directories. It
-// returns the time spent loading and compiling both sides, and in the
-// access delta (both models and access.Diff).
+// diffIntents is what `hnsplan diff` does with two intent directories:
+// compiler.BuildEach builds both sides (the inventory read once, the two
+// compiles at once), diff.PlansWith compares the plans, and the access
+// delta compares the two access models. It returns the time spent
+// building both sides, and in the access delta (both models and
+// access.Diff).
 func diffIntents(tb testing.TB, base, head, inv string, withAccess bool) (*diff.Result, time.Duration, time.Duration) {
-	type side struct {
-		in    *intent.Intent
-		plans []*plan.NodePlan
-	}
-	compile := func(dir string) side {
-		in, loaded, err := intent.Load(dir, intent.Options{Inventory: []string{inv}})
-		if err != nil {
-			tb.Fatal(err)
+	t0 := time.Now()
+	built := compiler.BuildEach([]string{base, head}, compiler.Options{Inventory: []string{inv}})
+	t1 := time.Now()
+	for i, b := range built {
+		if b.Err != nil {
+			tb.Fatal(b.Err)
 		}
-		rules, err := intent.Catalog()
-		if err != nil {
-			tb.Fatal(err)
-		}
-		res, findings := compiler.Run(in, loaded, check.NewCatalog(rules), compiler.Options{})
-		if findings.HasErrors() || res == nil {
-			msg := findings.Summary()
-			for i, f := range findings {
+		if b.Findings.HasErrors() || !b.Result.Compiled() {
+			msg := b.Findings.Summary()
+			for i, f := range b.Findings {
 				if i == 5 {
 					break
 				}
 				msg += "\n" + f.String()
 			}
-			tb.Fatalf("%s: %s", dir, msg)
+			tb.Fatalf("%s: %s", []string{base, head}[i], msg)
 		}
-		return side{in, res.Plans}
 	}
-	t0 := time.Now()
-	bs, hs := compile(base), compile(head)
-	t1 := time.Now()
-	res := diff.PlansWith(bs.plans, hs.plans, diff.Options{BaseDir: base, HeadDir: head})
+	bs, hs := built[0].Result, built[1].Result
+	res := diff.PlansWith(bs.Plans, hs.Plans, diff.Options{BaseDir: base, HeadDir: head})
 	t2 := time.Now()
 	var delta time.Duration
 	if withAccess {
-		bm, err := access.NewModel(bs.in, bs.plans, bs.plans[0].Program, base)
+		bm, err := access.NewModel(bs.Intent, bs.Plans, bs.Program, base)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		hm, err := access.NewModel(hs.in, hs.plans, hs.plans[0].Program, head)
+		hm, err := access.NewModel(hs.Intent, hs.Plans, hs.Program, head)
 		if err != nil {
 			tb.Fatal(err)
 		}
