@@ -81,7 +81,7 @@ demo: build
 bench: build
 	$(GO) test -run '^$$' -bench . -skip DiffAccess -benchmem -count $(BENCHCOUNT) ./compiler/intent ./compiler/check ./compiler ./compiler/selector ./compiler/policy | tee $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench DiffAccess -benchtime 1x -count 1 ./compiler/policy | tee -a $(BIN)/bench.txt
-	@dir=$$(mktemp -d) && $(GO) run ./compiler/internal/synth/gen $$dir/intent && \
+	@dir=$$(mktemp -d) && $(GO) run ./internal/synth/gen $$dir/intent && \
 	  t=$$(command -v /usr/bin/time || true); \
 	  for cmd in "vet --severity warning $$dir/intent" "compile $$dir/intent -o $$dir/plans"; do \
 	    if [ -n "$$t" ]; then $$t -f "hnsplan $${cmd%% *}: %M KiB peak RSS, %e s wall" $(BIN)/hnsplan $$cmd >/dev/null; \

@@ -6,7 +6,7 @@ import (
 
 	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/intent"
-	"github.com/hnsplan/hnsplan/compiler/internal/synth"
+	"github.com/hnsplan/hnsplan/internal/synth"
 )
 
 // BenchmarkCompile builds the 1,000-Windows + 100-Linux-node intent into

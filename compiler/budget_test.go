@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hnsplan/hnsplan/internal/synth"
 )
 
 // TestACLBudget: an endpoint whose rendered list passes 1,000 ACLs gets a
@@ -18,27 +20,9 @@ func TestACLBudget(t *testing.T) {
 	}{{1001, true}, {990, false}} {
 		t.Run(fmt.Sprint(tt.backends), func(t *testing.T) {
 			dir := t.TempDir()
-			var inv strings.Builder
-			inv.WriteString("apiVersion: v1\nkind: List\nitems:\n")
-			inv.WriteString("- {apiVersion: v1, kind: Pod, metadata: {name: client, namespace: app, labels: {role: client}}, spec: {nodeName: win-1, containers: [{name: c, image: i}]}, status: {podIP: 192.168.0.10}}\n")
-			for i := range tt.backends {
-				fmt.Fprintf(&inv, "- {apiVersion: v1, kind: Pod, metadata: {name: b%d, namespace: app, labels: {role: backend}}, spec: {nodeName: linux-1, containers: [{name: c, image: i, ports: [{name: api, containerPort: %d}]}]}, status: {podIP: 10.%d.%d.%d}}\n",
-					i, 20000+i, 100+i/65536, i/256%256, i%256)
+			if err := synth.WriteACLBudget(dir, tt.backends); err != nil {
+				t.Fatal(err)
 			}
-			write(t, dir, map[string]string{
-				"intent/c.cue": clusterHead + "cluster: pools: default: cidr: \"192.168.0.0/16\"\n" + node("linux-1", 10) + node("win-1", 21),
-				"intent/policy.yaml": `apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: to-api, namespace: app}
-spec:
-  podSelector: {matchLabels: {role: client}}
-  policyTypes: [Egress]
-  egress:
-  - to: [{podSelector: {matchLabels: {role: backend}}}]
-    ports: [{port: api}]
-`,
-				"inventory.yaml": inv.String(),
-			})
 			res, findings := compileDir(t, filepath.Join(dir, "intent"), filepath.Join(dir, "inventory.yaml"))
 			var warned bool
 			for _, f := range findings {

@@ -2,11 +2,11 @@ package main
 
 import (
 	"bytes"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hnsplan/hnsplan/internal/synth"
 )
 
 // TestVetReportsWhatCompileReports: for the same intent and inventory,
@@ -35,7 +35,9 @@ func TestVetReportsWhatCompileReports(t *testing.T) {
 		t.Fatalf("found %d examples, want at least 3", len(cases))
 	}
 	budget := t.TempDir()
-	writeBudgetIntent(t, budget, 1001)
+	if err := synth.WriteACLBudget(budget, 1001); err != nil {
+		t.Fatal(err)
+	}
 	cases = append(cases, tc{filepath.Join(budget, "intent"), filepath.Join(budget, "inventory.yaml")})
 
 	compileOnly := 0 // findings of the plan compiler's rules, which vet used to miss
@@ -90,56 +92,4 @@ func lines(s string) []string {
 		}
 	}
 	return out
-}
-
-// writeBudgetIntent writes dir/intent and dir/inventory.yaml: a client pod
-// on win-1 whose egress rule to a named port maps to a different number on
-// each of n backend pods, one ACL per number — over the 1,000-ACL budget
-// for n > 1000.
-func writeBudgetIntent(t *testing.T, dir string, n int) {
-	t.Helper()
-	var inv strings.Builder
-	inv.WriteString("apiVersion: v1\nkind: List\nitems:\n")
-	inv.WriteString("- {apiVersion: v1, kind: Pod, metadata: {name: client, namespace: app, labels: {role: client}}, spec: {nodeName: win-1, containers: [{name: c, image: i}]}, status: {podIP: 192.168.0.10}}\n")
-	for i := range n {
-		fmt.Fprintf(&inv, "- {apiVersion: v1, kind: Pod, metadata: {name: b%d, namespace: app, labels: {role: backend}}, spec: {nodeName: linux-1, containers: [{name: c, image: i, ports: [{name: api, containerPort: %d}]}]}, status: {podIP: 10.%d.%d.%d}}\n",
-			i, 20000+i, 100+i/65536, i/256%256, i%256)
-	}
-	files := map[string]string{
-		"intent/cluster.cue": `package cluster
-
-cluster: {
-	name:       "budget"
-	datastore:  "kubernetes"
-	networking: "calico-vxlan"
-	serviceCIDRs: ["10.96.0.0/12"]
-	ipam: strictAffinity: true
-	pools: default: cidr: "192.168.0.0/16"
-	nodes: {
-		"linux-1": {os: "linux", address: "10.240.0.10/24"}
-		"win-1": {os: "windows", address: "10.240.0.21/24", maxPods: 60, windows: build: "10.0.17763.1432"}
-	}
-}
-`,
-		"intent/policy.yaml": `apiVersion: networking.k8s.io/v1
-kind: NetworkPolicy
-metadata: {name: to-api, namespace: app}
-spec:
-  podSelector: {matchLabels: {role: client}}
-  policyTypes: [Egress]
-  egress:
-  - to: [{podSelector: {matchLabels: {role: backend}}}]
-    ports: [{port: api}]
-`,
-		"inventory.yaml": inv.String(),
-	}
-	for name, data := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
 }

@@ -6,7 +6,7 @@ import (
 	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/check"
 	"github.com/hnsplan/hnsplan/compiler/intent"
-	"github.com/hnsplan/hnsplan/compiler/internal/synth"
+	"github.com/hnsplan/hnsplan/internal/synth"
 )
 
 // BenchmarkVet measures `hnsplan vet` of the 1,000-Windows-node intent:

@@ -90,23 +90,14 @@ func TestRules(t *testing.T) {
 				t.Fatal(err)
 			}
 			root := t.TempDir()
-			var want *txtar.File
-			for i, f := range ar.Files {
-				if f.Name == "want" {
-					want = &ar.Files[i]
-					continue
-				}
-				p := filepath.Join(root, f.Name)
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(p, f.Data, 0o644); err != nil {
-					t.Fatal(err)
-				}
+			if err := txtar.Write(ar, root); err != nil {
+				t.Fatal(err)
 			}
-			if want == nil {
+			i := slices.IndexFunc(ar.Files, func(f txtar.File) bool { return f.Name == "want" })
+			if i < 0 {
 				t.Fatalf("%s has no want file", file)
 			}
+			want := &ar.Files[i]
 			for _, variant := range []string{"fire", "near"} {
 				all := vet(t, root, filepath.Join(root, variant))
 				for _, f := range all {

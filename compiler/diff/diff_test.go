@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,18 +51,14 @@ func TestDiffs(t *testing.T) {
 				t.Fatal(err)
 			}
 			dir := t.TempDir()
-			var want *txtar.File
-			for i, f := range ar.Files {
-				if f.Name == "want.txt" {
-					want = &ar.Files[i]
-					continue
-				}
-				p := filepath.Join(dir, f.Name)
-				os.MkdirAll(filepath.Dir(p), 0o755)
-				if err := os.WriteFile(p, f.Data, 0o644); err != nil {
-					t.Fatal(err)
-				}
+			if err := txtar.Write(ar, dir); err != nil {
+				t.Fatal(err)
 			}
+			i := slices.IndexFunc(ar.Files, func(f txtar.File) bool { return f.Name == "want.txt" })
+			if i < 0 {
+				t.Fatalf("%s has no want.txt", file)
+			}
+			want := &ar.Files[i]
 			var inv []string
 			if _, err := os.Stat(filepath.Join(dir, "inventory.yaml")); err == nil {
 				inv = []string{filepath.Join(dir, "inventory.yaml")}

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/hnsplan/hnsplan/compiler/diff"
-	"github.com/hnsplan/hnsplan/compiler/internal/synth"
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/internal/synth"
 )
 
 // vniChange writes the benchmark intent twice: as is, and with another

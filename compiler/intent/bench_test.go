@@ -3,7 +3,7 @@ package intent
 import (
 	"testing"
 
-	"github.com/hnsplan/hnsplan/compiler/internal/synth"
+	"github.com/hnsplan/hnsplan/internal/synth"
 )
 
 func benchDir(b *testing.B) string {

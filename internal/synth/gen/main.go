@@ -1,13 +1,13 @@
 // Command gen writes the benchmark intent into a directory:
 //
-//	go run ./compiler/internal/synth/gen DIR
+//	go run ./internal/synth/gen DIR
 package main
 
 import (
 	"fmt"
 	"os"
 
-	"github.com/hnsplan/hnsplan/compiler/internal/synth"
+	"github.com/hnsplan/hnsplan/internal/synth"
 )
 
 func main() {

@@ -1,6 +1,6 @@
-// Package synth writes large synthetic intents for benchmarks: realistic
-// in shape (a template per node kind, labels, per-pool node selectors),
-// plain in content.
+// Package synth writes large synthetic intents for benchmarks and tests:
+// realistic in shape (a template per node kind, labels, per-pool node
+// selectors), plain in content.
 package synth
 
 import (
@@ -76,6 +76,59 @@ cluster: {
 
 	for name, text := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteACLBudget writes dir/intent and dir/inventory.yaml: a client pod on
+// the Windows node win-1 whose egress rule to a named port maps to a
+// different number on each of backends pods (on linux-1), one ACL per
+// number. Over 1,000 backends its ACL list passes the budget the plan
+// compiler warns about (policy-acl-budget).
+func WriteACLBudget(dir string, backends int) error {
+	var inv strings.Builder
+	inv.WriteString("apiVersion: v1\nkind: List\nitems:\n")
+	inv.WriteString("- {apiVersion: v1, kind: Pod, metadata: {name: client, namespace: app, labels: {role: client}}, spec: {nodeName: win-1, containers: [{name: c, image: i}]}, status: {podIP: 192.168.0.10}}\n")
+	for i := range backends {
+		fmt.Fprintf(&inv, "- {apiVersion: v1, kind: Pod, metadata: {name: b%d, namespace: app, labels: {role: backend}}, spec: {nodeName: linux-1, containers: [{name: c, image: i, ports: [{name: api, containerPort: %d}]}]}, status: {podIP: 10.%d.%d.%d}}\n",
+			i, 20000+i, 100+i/65536, i/256%256, i%256)
+	}
+	files := map[string]string{
+		"intent/cluster.cue": `package cluster
+
+cluster: {
+	name:       "budget"
+	datastore:  "kubernetes"
+	networking: "calico-vxlan"
+	serviceCIDRs: ["10.96.0.0/12"]
+	ipam: strictAffinity: true
+	pools: default: cidr: "192.168.0.0/16"
+	nodes: {
+		"linux-1": {os: "linux", address: "10.240.0.10/24"}
+		"win-1": {os: "windows", address: "10.240.0.21/24", maxPods: 60, windows: build: "10.0.17763.1432"}
+	}
+}
+`,
+		"intent/policy.yaml": `apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: to-api, namespace: app}
+spec:
+  podSelector: {matchLabels: {role: client}}
+  policyTypes: [Egress]
+  egress:
+  - to: [{podSelector: {matchLabels: {role: backend}}}]
+    ports: [{port: api}]
+`,
+		"inventory.yaml": inv.String(),
+	}
+	for name, text := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 			return err
 		}
 	}
