@@ -19,10 +19,8 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
 	"maps"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -43,33 +41,16 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"github.com/hnsplan/hnsplan/applier/kube"
+	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
 const (
 	agentUser     = "system:serviceaccount:" + deployNamespace + ":hnsplan-agent"
 	nodeNameExtra = kube.ExtraNodeName
 )
-
-// adminConfig is the test API server's admin configuration; the test
-// fails, rather than skips, without one: a skipped integration suite is
-// one nobody notices is not running.
-func adminConfig(t *testing.T) *rest.Config {
-	t.Helper()
-	path := os.Getenv("KUBECONFIG")
-	if path == "" {
-		t.Fatal("KUBECONFIG is not set: integration tests need a kube-apiserver (see make test-integration)")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatalf("load KUBECONFIG %s: %v", path, err)
-	}
-	cfg.QPS, cfg.Burst = 2000, 4000
-	return cfg
-}
 
 // agentConfig acts as the hnsplan-agent ServiceAccount with a token bound
 // to node (its user info then carries the node's name), or, for node "",
@@ -84,19 +65,6 @@ func agentConfig(admin *rest.Config, node string) *rest.Config {
 		cfg.Impersonate.Extra = map[string][]string{nodeNameExtra: {node}}
 	}
 	return cfg
-}
-
-func clientset(t *testing.T, cfg *rest.Config) kubernetes.Interface {
-	t.Helper()
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
-}
-
-func uniqueName(prefix string) string {
-	return fmt.Sprintf("%s-%x", prefix, time.Now().UnixNano()&0xffffffffff)
 }
 
 // applyDeploy server-side applies every object of examples/deploy, as an
@@ -185,7 +153,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, ctx context.Context, admin kubernetes.Interface) *fixture {
 	t.Helper()
-	f := &fixture{ns: uniqueName("evict"), nodeA: uniqueName("win-a"), nodeB: uniqueName("win-b"), admin: admin}
+	f := &fixture{ns: kubetest.UniqueName("evict"), nodeA: kubetest.UniqueName("win-a"), nodeB: kubetest.UniqueName("win-b"), admin: admin}
 	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -265,10 +233,10 @@ func wantDenied(t *testing.T, what string, err error, want string) {
 func TestDeployEvictionOwnNodeOnly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	admin := adminConfig(t)
+	admin := kubetest.Config(t)
 	applyDeploy(t, ctx, admin)
-	f := newFixture(t, ctx, clientset(t, admin))
-	agentA := clientset(t, agentConfig(admin, f.nodeA))
+	f := newFixture(t, ctx, kubetest.Client(t, admin))
+	agentA := kubetest.Client(t, agentConfig(admin, f.nodeA))
 
 	f.waitForEvictionPolicy(t, ctx, agentA, "probe")
 
@@ -281,8 +249,8 @@ func TestDeployEvictionOwnNodeOnly(t *testing.T) {
 	wantDenied(t, "agent of A evicts an unscheduled pod", evict(ctx, agentA, unscheduled, ""), "is on no node")
 	wantDenied(t, "agent of A evicts a pod on A without a UID precondition", evict(ctx, agentA, onA, "-"), "with its UID as precondition")
 	wantDenied(t, "agent of A evicts a pod on A naming another UID", evict(ctx, agentA, onA, onB.UID), "with its UID as precondition")
-	wantDenied(t, "agent of B evicts a pod on A", evict(ctx, clientset(t, agentConfig(admin, f.nodeB)), onA, ""), "is on node "+f.nodeA)
-	wantDenied(t, "agent with a token bound to no node evicts a pod on A", evict(ctx, clientset(t, agentConfig(admin, "")), onA, ""), "its token names no node")
+	wantDenied(t, "agent of B evicts a pod on A", evict(ctx, kubetest.Client(t, agentConfig(admin, f.nodeB)), onA, ""), "is on node "+f.nodeA)
+	wantDenied(t, "agent with a token bound to no node evicts a pod on A", evict(ctx, kubetest.Client(t, agentConfig(admin, "")), onA, ""), "its token names no node")
 
 	if err := evict(ctx, agentA, onA, ""); err != nil {
 		t.Errorf("agent of A evicts a pod on A: %v", err)
@@ -325,10 +293,10 @@ func nodePatch(t *testing.T, v any) []byte {
 func TestDeployNodePatchOwnNodeOwnFields(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	admin := adminConfig(t)
+	admin := kubetest.Config(t)
 	applyDeploy(t, ctx, admin)
-	f := newFixture(t, ctx, clientset(t, admin))
-	agentA := clientset(t, agentConfig(admin, f.nodeA))
+	f := newFixture(t, ctx, kubetest.Client(t, admin))
+	agentA := kubetest.Client(t, agentConfig(admin, f.nodeA))
 	patch := func(cs kubernetes.Interface, node string, v any) error {
 		_, err := cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, nodePatch(t, v), metav1.PatchOptions{})
 		return err
@@ -380,7 +348,7 @@ func TestDeployNodePatchOwnNodeOwnFields(t *testing.T) {
 		t.Errorf("agent of A sets the status of B: %v, want the policy's refusal", err)
 	}
 	wantDenied(t, "agent of A cordons B", patch(agentA, f.nodeB, spec("unschedulable", true)), "not "+f.nodeB)
-	wantDenied(t, "agent bound to no node patches A", patch(clientset(t, agentConfig(admin, "")), f.nodeA, ann(kube.AnnotationState, "converged")), "bound to (none)")
+	wantDenied(t, "agent bound to no node patches A", patch(kubetest.Client(t, agentConfig(admin, "")), f.nodeA, ann(kube.AnnotationState, "converged")), "bound to (none)")
 
 	// Its own node: only its annotations, only spec.unschedulable.
 	const own = "may change only its own annotations"
@@ -429,9 +397,9 @@ func TestDeployNodePatchOwnNodeOwnFields(t *testing.T) {
 func TestDeployAgentTokens(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	admin := adminConfig(t)
+	admin := kubetest.Config(t)
 	applyDeploy(t, ctx, admin)
-	f := newFixture(t, ctx, clientset(t, admin))
+	f := newFixture(t, ctx, kubetest.Client(t, admin))
 	nodeA, err := f.admin.CoreV1().Nodes().Get(ctx, f.nodeA, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -439,7 +407,7 @@ func TestDeployAgentTokens(t *testing.T) {
 
 	// The agent's pod, as a DaemonSet would place it on node A.
 	agentPod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: uniqueName("hnsplan-agent"), Namespace: deployNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: kubetest.UniqueName("hnsplan-agent"), Namespace: deployNamespace},
 		Spec: corev1.PodSpec{
 			NodeName:           f.nodeA,
 			ServiceAccountName: "hnsplan-agent",
@@ -470,7 +438,7 @@ func TestDeployAgentTokens(t *testing.T) {
 			}
 			cfg := rest.AnonymousClientConfig(admin)
 			cfg.BearerToken = tr.Status.Token
-			cs := clientset(t, cfg)
+			cs := kubetest.Client(t, cfg)
 			// What the agent asks at start (hnsplan-agent run).
 			id, err := kube.WhoAmI(ctx, cs)
 			if err != nil {

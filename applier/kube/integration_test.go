@@ -16,7 +16,6 @@ package kube
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -32,44 +31,18 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
-// restConfig returns the configuration for the test API server; the test
-// fails, rather than skips, without one: a skipped integration suite is one
-// nobody notices is not running.
-func restConfig(t testing.TB) *rest.Config {
-	t.Helper()
-	path := os.Getenv("KUBECONFIG")
-	if path == "" {
-		t.Fatal("KUBECONFIG is not set: integration tests need a kube-apiserver (see make test-integration)")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatalf("load KUBECONFIG %s: %v", path, err)
-	}
-	// The tests create objects quickly; client-go's default 5 QPS would
-	// make them slow, not more realistic.
-	cfg.QPS, cfg.Burst = 2000, 4000
-	return cfg
-}
-
+// clients are a clientset and a dynamic client for cfg.
 func clients(t testing.TB, cfg *rest.Config) (kubernetes.Interface, dynamic.Interface) {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cs, dyn
-}
-
-// uniqueName returns a DNS-1123 name unique to this run.
-func uniqueName(prefix string) string {
-	return fmt.Sprintf("%s-%x", prefix, time.Now().UnixNano()&0xffffffffff)
+	return kubetest.Client(t, cfg), dyn
 }
 
 func testCtx(t testing.TB, d time.Duration) context.Context {
@@ -180,8 +153,8 @@ func eventually(t testing.TB, d time.Duration, f func() string) {
 
 func TestIntegrationDrain(t *testing.T) {
 	ctx := testCtx(t, 2*time.Minute)
-	cs, dyn := clients(t, restConfig(t))
-	node, other, ns := uniqueName("win-drain"), uniqueName("win-other"), uniqueName("drain")
+	cs, dyn := clients(t, kubetest.Config(t))
+	node, other, ns := kubetest.UniqueName("win-drain"), kubetest.UniqueName("win-other"), kubetest.UniqueName("drain")
 	createNode(t, ctx, cs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
 	createNode(t, ctx, cs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: other}})
 	createNamespace(t, ctx, cs, ns, nil)
@@ -344,8 +317,8 @@ func TestIntegrationDrain(t *testing.T) {
 
 func TestIntegrationStatusAndEvents(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
-	cs, dyn := clients(t, restConfig(t))
-	node := uniqueName("win-status")
+	cs, dyn := clients(t, kubetest.Config(t))
+	node := kubetest.UniqueName("win-status")
 	createNode(t, ctx, cs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Annotations: map[string]string{"keep": "me"}}})
 	c := New(cs, dyn, node)
 	c.Start(ctx)
@@ -408,9 +381,9 @@ func TestIntegrationStatusAndEvents(t *testing.T) {
 
 func TestIntegrationCache(t *testing.T) {
 	ctx := testCtx(t, 2*time.Minute)
-	cfg := restConfig(t)
+	cfg := kubetest.Config(t)
 	cs, dyn := clients(t, cfg)
-	node, remote, ns := uniqueName("win-cache"), uniqueName("lin-cache"), uniqueName("cache")
+	node, remote, ns := kubetest.UniqueName("win-cache"), kubetest.UniqueName("lin-cache"), kubetest.UniqueName("cache")
 	createNode(t, ctx, cs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node},
 		Spec: corev1.NodeSpec{PodCIDRs: []string{"10.244.5.0/24"}}})
 	createNode(t, ctx, cs, &corev1.Node{

@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
 // TestIntegrationPodCacheMemory creates HNSPLAN_PODS pods (default 300;
@@ -45,9 +47,9 @@ func TestIntegrationPodCacheMemory(t *testing.T) {
 		}
 	}
 	ctx := testCtx(t, 60*time.Minute)
-	cfg := restConfig(t)
+	cfg := kubetest.Config(t)
 	cs, _ := clients(t, cfg)
-	ns := uniqueName("mem")
+	ns := kubetest.UniqueName("mem")
 	createNamespace(t, ctx, cs, ns, map[string]string{"team": "bench"})
 
 	t0 := time.Now()
@@ -204,7 +206,7 @@ func createRealisticPod(ctx context.Context, cs kubernetes.Interface, ns string,
 func memoryChild(t *testing.T, mode string) {
 	ns := os.Getenv("HNSPLAN_MEMORY_NS")
 	want, _ := strconv.Atoi(os.Getenv("HNSPLAN_PODS"))
-	cfg := restConfig(t)
+	cfg := kubetest.Config(t)
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cs, err := kubernetes.NewForConfig(cfg)

@@ -19,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
 // privateAPIServer is a second kube-apiserver on the test environment's
@@ -135,9 +137,9 @@ func tail(s string, n int) string {
 
 func TestIntegrationAPIServerRestart(t *testing.T) {
 	ctx := testCtx(t, 4*time.Minute)
-	cfg := restConfig(t)
+	cfg := kubetest.Config(t)
 	shared, _ := clients(t, cfg)
-	node, ns := uniqueName("win-restart"), uniqueName("restart")
+	node, ns := kubetest.UniqueName("win-restart"), kubetest.UniqueName("restart")
 	createNode(t, ctx, shared, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
 	createNamespace(t, ctx, shared, ns, nil)
 	runPod(t, ctx, shared, testPod(ns, "before", node, map[string]string{"v": "1"}), "10.244.8.2")

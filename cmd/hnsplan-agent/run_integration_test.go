@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,13 +17,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
 	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/planwatch"
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
 // TestRunAgainstAPIServer runs the agent against a real kube-apiserver
@@ -32,15 +30,8 @@ import (
 // to the Node; a VNI change drains the node (the test plays the kubelet
 // and the CNI), recreates the network and uncordons.
 func TestRunAgainstAPIServer(t *testing.T) {
-	kubeconfig := os.Getenv("KUBECONFIG")
-	if kubeconfig == "" {
-		t.Fatal("KUBECONFIG is not set: run `make test-integration`, which starts a real kube-apiserver")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := kubernetes.NewForConfigOrDie(cfg)
+	kubeconfig := kubetest.Kubeconfig(t)
+	cs := kubetest.Client(t, kubetest.Config(t))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -52,7 +43,7 @@ func TestRunAgainstAPIServer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, err = cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"kubernetes.io/os": "windows"}}}, metav1.CreateOptions{})
+	_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"kubernetes.io/os": "windows"}}}, metav1.CreateOptions{})
 	must(err)
 	defer cs.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
 	for _, n := range []string{planwatch.ConfigMapNamespace, ns} {

@@ -14,10 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
 // TestPublish publishes the bundled calico-vxlan example to the real API
@@ -29,18 +29,8 @@ import (
 //
 //	go test -tags integration -run Publish ./cmd/hnsplan/
 func TestPublish(t *testing.T) {
-	kubeconfig := os.Getenv("KUBECONFIG")
-	if kubeconfig == "" {
-		t.Fatal("KUBECONFIG is not set: the integration tests need a real API server (kube-test-env.sh start)")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig, cfg := kubetest.Kubeconfig(t), kubetest.Config(t)
+	cs := kubetest.Client(t, cfg)
 	ctx := context.Background()
 	cms := cs.CoreV1().ConfigMaps(publishNamespace)
 

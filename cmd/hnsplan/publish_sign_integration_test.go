@@ -14,10 +14,9 @@ import (
 
 	"golang.org/x/crypto/ssh"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
 // TestPublishSigned: a signed compile published from its plan directory
@@ -28,18 +27,8 @@ import (
 //
 //	go test -tags integration -run PublishSigned ./cmd/hnsplan/
 func TestPublishSigned(t *testing.T) {
-	kubeconfig := os.Getenv("KUBECONFIG")
-	if kubeconfig == "" {
-		t.Fatal("KUBECONFIG is not set: the integration tests need a real API server (kube-test-env.sh start)")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubeconfig := kubetest.Kubeconfig(t)
+	cs := kubetest.Client(t, kubetest.Config(t))
 	ctx := context.Background()
 	cms := cs.CoreV1().ConfigMaps(publishNamespace)
 	if err := cms.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: labelManagedBy + "=hnsplan"}); err != nil && !strings.Contains(err.Error(), "not found") {

@@ -7,13 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-	"github.com/rogpeppe/go-internal/txtar"
-
 	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/check"
 	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/internal/golden"
 )
 
 func catalog(t *testing.T) check.Catalog {
@@ -85,19 +83,8 @@ func TestRules(t *testing.T) {
 			if _, ok := cat[id]; !ok {
 				t.Fatalf("%s: no rule %q in the catalog", file, id)
 			}
-			ar, err := txtar.ParseFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			root := t.TempDir()
-			if err := txtar.Write(ar, root); err != nil {
-				t.Fatal(err)
-			}
-			i := slices.IndexFunc(ar.Files, func(f txtar.File) bool { return f.Name == "want" })
-			if i < 0 {
-				t.Fatalf("%s has no want file", file)
-			}
-			want := &ar.Files[i]
+			c := golden.Extract(t, file, "want")
+			root := c.Dir
 			for _, variant := range []string{"fire", "near"} {
 				all := vet(t, root, filepath.Join(root, variant))
 				for _, f := range all {
@@ -116,14 +103,7 @@ func TestRules(t *testing.T) {
 							t.Errorf("fire: finding without a position: %s", f)
 						}
 					}
-					if os.Getenv("HNSPLAN_UPDATE") != "" {
-						want.Data = []byte(text(got))
-						if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
-							t.Fatal(err)
-						}
-					} else if diff := cmp.Diff(string(want.Data), text(got)); diff != "" {
-						t.Errorf("fire: findings of %s (-want +got):\n%s", id, diff)
-					}
+					c.Check(t, "fire: findings of "+id, text(got))
 				case "near":
 					if len(got) != 0 {
 						t.Errorf("near miss fired:\n%s", text(got))

@@ -5,16 +5,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
-
-	"github.com/google/go-cmp/cmp"
-	"github.com/rogpeppe/go-internal/txtar"
 
 	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/diff"
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/internal/golden"
 )
 
 // compileDir builds dir as `hnsplan compile` does; the intent must be
@@ -46,19 +43,8 @@ func TestDiffs(t *testing.T) {
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".txtar")
 		t.Run(name, func(t *testing.T) {
-			ar, err := txtar.ParseFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dir := t.TempDir()
-			if err := txtar.Write(ar, dir); err != nil {
-				t.Fatal(err)
-			}
-			i := slices.IndexFunc(ar.Files, func(f txtar.File) bool { return f.Name == "want.txt" })
-			if i < 0 {
-				t.Fatalf("%s has no want.txt", file)
-			}
-			want := &ar.Files[i]
+			c := golden.Extract(t, file, "want.txt")
+			dir := c.Dir
 			var inv []string
 			if _, err := os.Stat(filepath.Join(dir, "inventory.yaml")); err == nil {
 				inv = []string{filepath.Join(dir, "inventory.yaml")}
@@ -68,14 +54,7 @@ func TestDiffs(t *testing.T) {
 			if err := res.WriteText(&text, false); err != nil {
 				t.Fatal(err)
 			}
-			if os.Getenv("HNSPLAN_UPDATE") != "" {
-				want.Data = text.Bytes()
-				if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			} else if d := cmp.Diff(string(want.Data), text.String()); d != "" {
-				t.Errorf("diff (-want +got):\n%s", d)
-			}
+			c.Check(t, "diff", text.String())
 			// The reason the case is named after, in the JSON form.
 			var js bytes.Buffer
 			if err := res.WriteJSON(&js); err != nil {
