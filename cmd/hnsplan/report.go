@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -86,15 +83,7 @@ func relativeToWorkDir(l diag.List) diag.List {
 	if err != nil {
 		return l
 	}
-	out := slices.Clone(l)
-	for i, f := range out {
-		if filepath.IsAbs(f.Pos.File) {
-			if rel, err := filepath.Rel(wd, f.Pos.File); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-				out[i].Pos.File = rel
-			}
-		}
-	}
-	return out
+	return l.RelativeTo(wd)
 }
 
 // summary is the line that ends vet's text and a failed build's findings:

@@ -91,11 +91,18 @@ type Finding struct {
 	Path     string   // data path: "cluster.pools.default.cidr" or "spec.ingress[0].ports[1]"
 	Pos      Pos      // where the cause is written
 	Message  string   // what is wrong and what to do; lower case, no trailing period
+
+	// Related are the other places that contribute, sorted, without Pos
+	// and at most MaxRelated of them; set them with Relate.
+	Related []Related
+	// RelatedOmitted counts the related positions past MaxRelated.
+	RelatedOmitted int
 }
 
 // String formats f as one line: "file:line:col: error[rule]: path: message".
 // Control characters anywhere in it are escaped (Escape), and a message
-// longer than 2,000 bytes is cut: it is safe to print to a terminal.
+// longer than 2,000 bytes is cut: it is safe to print to a terminal. The
+// related positions are not in it (WriteText prints them below).
 func (f Finding) String() string {
 	var b strings.Builder
 	if f.Pos.IsValid() {
@@ -111,11 +118,13 @@ func (f Finding) String() string {
 	return Escape(b.String())
 }
 
-// Compare orders findings by position, then rule, path and message, so that
-// output is the same from run to run.
+// Compare orders findings by position, then rule, path and message (then
+// the rest, related positions last), so that output is the same from run
+// to run. It is 0 only for equal findings.
 func (f Finding) Compare(g Finding) int {
 	return cmp.Or(f.Pos.Compare(g.Pos), cmp.Compare(f.Rule, g.Rule), cmp.Compare(f.Node, g.Node),
-		cmp.Compare(f.Path, g.Path), cmp.Compare(f.Message, g.Message), cmp.Compare(g.Severity, f.Severity))
+		cmp.Compare(f.Path, g.Path), cmp.Compare(f.Message, g.Message), cmp.Compare(g.Severity, f.Severity),
+		compareRelated(f, g))
 }
 
 // List is a list of findings.
@@ -132,7 +141,7 @@ func (l *List) Errorf(rule string, pos Pos, path, format string, args ...any) {
 // Sort sorts l in place (see Finding.Compare) and drops exact duplicates.
 func (l *List) Sort() {
 	slices.SortFunc(*l, Finding.Compare)
-	*l = slices.Compact(*l)
+	*l = slices.CompactFunc(*l, func(f, g Finding) bool { return f.Compare(g) == 0 })
 }
 
 // Count returns the number of findings of severity s.
@@ -167,8 +176,13 @@ func (l List) Summary() string {
 	return strings.Join(parts, ", ")
 }
 
-// WriteText writes one line per finding. With color, severities are coloured
-// with ANSI escapes.
+// WriteText writes one line per finding, and under it the finding's
+// related positions, indented (as `cue vet` prints an error's positions):
+//
+//	a.cue:9:5: error[pool-overlap]: cluster.pools.b.cidr: pool "b" (10.0.0.0/16) overlaps pool "a" (10.0.0.0/8)
+//	    a.cue:4:9: pool "a"
+//
+// With color, severities are coloured with ANSI escapes.
 func (l List) WriteText(w io.Writer, color bool) error {
 	for _, f := range l {
 		line := f.String()
@@ -179,6 +193,11 @@ func (l List) WriteText(w io.Writer, color bool) error {
 		}
 		if _, err := fmt.Fprintln(w, line); err != nil {
 			return err
+		}
+		for _, r := range f.relatedLines() {
+			if _, err := fmt.Fprintln(w, r); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -211,12 +230,29 @@ type jsonFinding struct {
 	Line     int      `json:"line,omitempty"`
 	Column   int      `json:"column,omitempty"`
 	Node     string   `json:"node,omitempty"`
-	Remedy   string   `json:"remedy,omitempty"`
-	HelpURI  string   `json:"helpUri,omitempty"`
+	// Related and RelatedOmitted came after formatVersion 1 was set: they
+	// are additions, left out when empty.
+	Related        []jsonRelated `json:"related,omitempty"`
+	RelatedOmitted int           `json:"relatedOmitted,omitempty"`
+	Remedy         string        `json:"remedy,omitempty"`
+	HelpURI        string        `json:"helpUri,omitempty"`
+}
+
+// jsonRelated is the wire form of a related position: its position as a
+// finding's is written, and what is there.
+type jsonRelated struct {
+	Pos     string `json:"pos"`
+	File    string `json:"file"`
+	Line    int    `json:"line,omitempty"`
+	Column  int    `json:"column,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // WriteJSON writes {"formatVersion":1,"findings":[...]} with a trailing
-// newline; docs (may be nil) adds each rule's remedy and reference URL.
+// newline; docs (may be nil) adds each rule's remedy and reference URL. A
+// finding with related positions lists them as "related":
+// [{"pos","file","line","column","message"}], and "relatedOmitted" counts
+// those past MaxRelated.
 func (l List) WriteJSON(w io.Writer, docs Docs) error {
 	out := struct {
 		FormatVersion int           `json:"formatVersion"`
@@ -224,7 +260,10 @@ func (l List) WriteJSON(w io.Writer, docs Docs) error {
 	}{FormatVersion: FormatVersion, Findings: []jsonFinding{}}
 	for _, f := range l {
 		j := jsonFinding{Rule: f.Rule, Severity: f.Severity, Message: clip(f.Message), Path: f.Path, Pos: f.Pos.String(),
-			File: f.Pos.File, Line: f.Pos.Line, Column: f.Pos.Col, Node: f.Node}
+			File: f.Pos.File, Line: f.Pos.Line, Column: f.Pos.Col, Node: f.Node, RelatedOmitted: f.RelatedOmitted}
+		for _, r := range f.Related {
+			j.Related = append(j.Related, jsonRelated{Pos: r.Pos.String(), File: r.Pos.File, Line: r.Pos.Line, Column: r.Pos.Col, Message: clip(r.Message)})
+		}
 		if docs != nil {
 			if d, ok := docs(f.Rule); ok {
 				j.Remedy, j.HelpURI = d.Remedy, d.HelpURI

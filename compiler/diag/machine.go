@@ -56,15 +56,26 @@ type sarifRuleLevel struct {
 }
 
 type sarifResult struct {
-	RuleID    string          `json:"ruleId"`
-	RuleIndex int             `json:"ruleIndex"`
-	Level     string          `json:"level"`
-	Message   sarifText       `json:"message"`
-	Locations []sarifLocation `json:"locations,omitempty"`
+	RuleID           string          `json:"ruleId"`
+	RuleIndex        int             `json:"ruleIndex"`
+	Level            string          `json:"level"`
+	Message          sarifText       `json:"message"`
+	Locations        []sarifLocation `json:"locations,omitempty"`
+	RelatedLocations []sarifLocation `json:"relatedLocations,omitempty"`
+	Properties       *sarifProps     `json:"properties,omitempty"`
+}
+
+// sarifProps is a result's property bag: what SARIF has no field for.
+type sarifProps struct {
+	RelatedOmitted int `json:"relatedOmitted"`
 }
 
 type sarifLocation struct {
+	// ID numbers a related location within its result (SARIF §3.28.2:
+	// unique there, from 0); a result's own location has none.
+	ID               *int          `json:"id,omitempty"`
 	PhysicalLocation sarifPhysical `json:"physicalLocation"`
+	Message          *sarifText    `json:"message,omitempty"`
 }
 
 type sarifPhysical struct {
@@ -96,7 +107,9 @@ func sarifLevel(s Severity) string {
 // GitHub code scanning reads it: each rule found once in the driver's
 // rules (summary, remedy, reference URL from docs, which may be nil), each
 // finding a result at its file (a relative URI, slash-separated, as the
-// position has it), line and column.
+// position has it), line and column, and its related positions as
+// relatedLocations (with the count past MaxRelated as the property
+// relatedOmitted).
 func (l List) WriteSARIF(w io.Writer, tool Tool, docs Docs) error {
 	run := sarifRun{Tool: sarifTool{Driver: sarifDriver{Name: tool.Name, Version: tool.Version,
 		InformationURI: tool.InformationURI, Rules: []sarifRule{}}}, Results: []sarifResult{}}
@@ -129,11 +142,17 @@ func (l List) WriteSARIF(w io.Writer, tool Tool, docs Docs) error {
 		}
 		res := sarifResult{RuleID: f.Rule, RuleIndex: i, Level: sarifLevel(f.Severity), Message: sarifText{msg}}
 		if f.Pos.IsValid() {
-			loc := sarifPhysical{ArtifactLocation: sarifArtifact{URI: fileURI(f.Pos.File)}}
-			if f.Pos.Line > 0 {
-				loc.Region = &sarifRegion{StartLine: f.Pos.Line, StartColumn: f.Pos.Col}
+			res.Locations = []sarifLocation{{PhysicalLocation: sarifPhysicalAt(f.Pos)}}
+		}
+		for k, r := range f.Related {
+			loc := sarifLocation{ID: &k, PhysicalLocation: sarifPhysicalAt(r.Pos)}
+			if r.Message != "" {
+				loc.Message = &sarifText{r.Message}
 			}
-			res.Locations = []sarifLocation{{PhysicalLocation: loc}}
+			res.RelatedLocations = append(res.RelatedLocations, loc)
+		}
+		if f.RelatedOmitted > 0 {
+			res.Properties = &sarifProps{RelatedOmitted: f.RelatedOmitted}
 		}
 		run.Results = append(run.Results, res)
 	}
@@ -141,6 +160,15 @@ func (l List) WriteSARIF(w io.Writer, tool Tool, docs Docs) error {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(sarifLog{Schema: SARIFSchema, Version: "2.1.0", Runs: []sarifRun{run}})
+}
+
+// sarifPhysicalAt is a physical location at p, which is valid.
+func sarifPhysicalAt(p Pos) sarifPhysical {
+	loc := sarifPhysical{ArtifactLocation: sarifArtifact{URI: fileURI(p.File)}}
+	if p.Line > 0 {
+		loc.Region = &sarifRegion{StartLine: p.Line, StartColumn: p.Col}
+	}
+	return loc
 }
 
 func helpText(d RuleDoc) string {
@@ -181,7 +209,9 @@ func fileURI(path string) string {
 // WriteGitHub writes one GitHub Actions workflow command a finding:
 // "::error file=F,line=L,col=C,title=hnsplan RULE::message" (warning for
 // warnings, notice for infos), so that the runner annotates the intent's
-// lines in the pull request.
+// lines in the pull request. A workflow command has one position: the
+// related ones follow the message on lines of their own, as text output
+// prints them.
 func (l List) WriteGitHub(w io.Writer) error {
 	for _, f := range l {
 		level := map[Severity]string{Error: "error", Warning: "warning"}[f.Severity]
@@ -205,6 +235,12 @@ func (l List) WriteGitHub(w io.Writer) error {
 		}
 		if f.Node != "" {
 			msg = "node " + f.Node + ": " + msg
+		}
+		for _, r := range f.Related {
+			msg += "\n    " + r.String()
+		}
+		if f.RelatedOmitted > 0 {
+			msg += fmt.Sprintf("\n    and %d more", f.RelatedOmitted)
 		}
 		if _, err := fmt.Fprintf(w, "::%s %s::%s\n", level, strings.Join(props, ","), escapeData(msg)); err != nil {
 			return err
