@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
 )
 
@@ -80,7 +81,8 @@ func (x *checker) l2Reachability() {
 	}
 	for _, p := range order[1:] {
 		n := groups[p][0]
-		x.report("bgp-l2-reachability", n.Name, []any{"nodes", n.Name, "address"},
+		x.reportRel("bgp-l2-reachability", n.Name, []any{"nodes", n.Name, "address"},
+			[]diag.Related{x.rel([]any{"nodes", main.Name, "address"}, "node %s: network %s", main.Name, main.Subnet)},
 			"node %s has network %s (%s) and node %s has network %s (%s): they are unlikely to be on one layer-2 network, which a BGP node-to-node mesh without peers needs; nodes by network: %s",
 			main.Name, addrWithBits(main), main.Subnet, n.Name, addrWithBits(n), n.Subnet, strings.Join(nets, "; "))
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
 	"github.com/hnsplan/hnsplan/compiler/selector"
 	"github.com/hnsplan/hnsplan/compiler/topology"
@@ -22,7 +23,7 @@ func calico(x *checker) {
 		disabledPools(x)
 		natWithoutNAT(x)
 		if e := x.c.Felix.VXLANEnabled; e != nil && !*e && x.vxlanInUse() {
-			x.report("felix-vxlan-disabled", "", []any{"felix", "vxlanEnabled"},
+			x.reportRel("felix-vxlan-disabled", "", []any{"felix", "vxlanEnabled"}, x.vxlanWhere(),
 				"Felix has vxlanEnabled false, but the Windows nodes network with VXLAN (%s): Felix would program no VXLAN routes, while a compile gives each Windows node an Overlay network; set vxlanEnabled true, or leave it out", x.vxlanWhy())
 		}
 	}
@@ -50,7 +51,8 @@ func (x *checker) vxlanWhy() string {
 func poolModes(x *checker, p *intent.Pool) {
 	on := func(m string) bool { return m != "" && m != "Never" }
 	report := func(field, mode, calicoDoes string) {
-		x.report("pool-encapsulation-mode", "", []any{"pools", p.Name, field},
+		x.reportRel("pool-encapsulation-mode", "", []any{"pools", p.Name, field},
+			[]diag.Related{x.rel([]any{"pools", p.Name, "encapsulation"}, "encapsulation %s", p.Encapsulation)},
 			"pool %q has encapsulation %s but %s %s: Calico %s, while a compile builds %s for it; make them agree (encapsulation \"VXLAN\" with vxlanMode Always, \"IPIP\" with ipipMode Always, \"None\" with both Never)",
 			p.Name, p.Encapsulation, field, mode, calicoDoes, compiledAs(p.Encapsulation))
 	}
@@ -121,7 +123,8 @@ func disabledPools(x *checker) {
 			}
 		}
 		if len(win) > 0 {
-			x.report("disabled-pool-windows", "", []any{"pools", p.Name, "disabled"},
+			x.reportRel("disabled-pool-windows", "", []any{"pools", p.Name, "disabled"},
+				[]diag.Related{x.rel([]any{"pools", p.Name, "nodeSelector"}, "nodeSelector %q", p.NodeSelector)},
 				"pool %q is disabled, but its nodeSelector %q selects Windows nodes (%s): Calico assigns no address from a disabled pool and a compile gives those nodes no block of it; enable the pool, or narrow its nodeSelector so it selects no Windows node",
 				p.Name, p.NodeSelector, names(win))
 		}
@@ -135,6 +138,12 @@ func natWithoutNAT(x *checker) {
 	if len(x.c.Windows.NATExceptions) == 0 {
 		return
 	}
+	var pools []diag.Related // the Windows pools without natOutgoing
+	if !x.usesPodCIDR() {
+		for _, p := range x.WindowsPools {
+			pools = append(pools, x.rel([]any{"pools", p.Name, "natOutgoing"}, "pool %q: natOutgoing false", p.Name))
+		}
+	}
 	for _, n := range x.Windows {
 		natOut := slices.ContainsFunc(x.PoolsOf[n.Name], func(p *topology.Pool) bool { return p.NATOutgoing })
 		if x.usesPodCIDR() {
@@ -144,15 +153,16 @@ func natWithoutNAT(x *checker) {
 			return
 		}
 	}
-	x.report("nat-exceptions-without-nat", "", []any{"windows", "natExceptions"},
+	x.reportRel("nat-exceptions-without-nat", "", []any{"windows", "natExceptions"}, pools,
 		"windows.natExceptions lists %s, but no pool of a Windows node has natOutgoing: a compile gives Windows pods no OutBoundNAT policy, so there is nothing to except; set natOutgoing true on the Windows pools, or remove natExceptions",
 		prefixes(x.c.Windows.NATExceptions))
 }
 
 // driftf reports a live value that contradicts the intent's, at the
-// intent's position, naming both and what a compile does.
-func (x *checker) driftf(at []any, what string, intentVal, liveVal any, live string) {
-	x.report("calico-config-drift", "", at,
+// intent's position, naming both and what a compile does; the live
+// value's position is related.
+func (x *checker) driftf(at []any, what string, intentVal, liveVal any, live diag.Pos) {
+	x.reportRel("calico-config-drift", "", at, []diag.Related{diag.At(live, "the live cluster: %v", show(liveVal))},
 		"%s: the intent has %v, the live cluster %v (%s); a compile plans with the intent's %v, and the cluster keeps %v until the intent's Calico resources are applied (`hnsplan export calico`); or change the intent to match",
 		what, show(intentVal), show(liveVal), live, show(intentVal), show(liveVal))
 }
@@ -187,7 +197,7 @@ func drift(x *checker) {
 				continue
 			}
 			l := lp.Pool()
-			where := func(f string) string { return lp.PosOf("spec", f).String() }
+			where := func(f string) diag.Pos { return lp.PosOf("spec", f) }
 			what := fmt.Sprintf("pool %q ", p.Name)
 			if p.CIDR != l.CIDR {
 				x.driftf([]any{"pools", p.Name, "cidr"}, what+"cidr", p.CIDR, l.CIDR, where("cidr"))
@@ -215,7 +225,7 @@ func drift(x *checker) {
 		for _, lp := range live.IPPools {
 			l := lp.Pool()
 			if !slices.ContainsFunc(x.c.Pools, func(p intent.Pool) bool { return p.Name == lp.Name }) && !l.Disabled {
-				x.report("calico-config-drift", "", []any{"pools"},
+				x.reportRel("calico-config-drift", "", []any{"pools"}, []diag.Related{diag.At(lp.Source.Pos, "the live IPPool %q", lp.Name)},
 					"the live IPPool %q (%s, %s) is not in the intent: a compile gives no Windows node a block of it, while Calico assigns from it; add it to the intent, or disable or delete it in the cluster", lp.Name, l.CIDR, lp.Source.Pos)
 			}
 		}
@@ -225,10 +235,10 @@ func drift(x *checker) {
 			continue
 		}
 		if v := derefBool(l.Spec.StrictAffinity); v != x.c.IPAM.StrictAffinity {
-			x.driftf([]any{"ipam", "strictAffinity"}, "ipam strictAffinity", x.c.IPAM.StrictAffinity, v, l.Source.PosOf("spec", "strictAffinity").String())
+			x.driftf([]any{"ipam", "strictAffinity"}, "ipam strictAffinity", x.c.IPAM.StrictAffinity, v, l.Source.PosOf("spec", "strictAffinity"))
 		}
 		if v := derefInt(l.Spec.MaxBlocksPerHost, 0); v != x.c.IPAM.MaxBlocksPerHost {
-			x.driftf([]any{"ipam", "maxBlocksPerHost"}, "ipam maxBlocksPerHost", x.c.IPAM.MaxBlocksPerHost, v, l.Source.PosOf("spec", "maxBlocksPerHost").String())
+			x.driftf([]any{"ipam", "maxBlocksPerHost"}, "ipam maxBlocksPerHost", x.c.IPAM.MaxBlocksPerHost, v, l.Source.PosOf("spec", "maxBlocksPerHost"))
 		}
 	}
 	vni, port := x.vxlanParams()
@@ -236,7 +246,7 @@ func drift(x *checker) {
 		if l.Name != "default" {
 			continue
 		}
-		at := func(f string) string { return l.Source.PosOf("spec", f).String() }
+		at := func(f string) diag.Pos { return l.Source.PosOf("spec", f) }
 		if v := derefInt(l.Spec.VXLANVNI, intent.DefaultVXLANVNI); v != vni {
 			x.driftf([]any{"vxlan", "vni"}, "VXLAN VNI", vni, v, at("vxlanVNI"))
 		}
@@ -254,7 +264,7 @@ func drift(x *checker) {
 		if l.Name != "default" || x.c.BGP == nil {
 			continue
 		}
-		at := func(f string) string { return l.Source.PosOf("spec", f).String() }
+		at := func(f string) diag.Pos { return l.Source.PosOf("spec", f) }
 		if v := l.Spec.NodeToNodeMeshEnabled == nil || *l.Spec.NodeToNodeMeshEnabled; v != x.c.BGP.NodeToNodeMesh {
 			x.driftf([]any{"bgp", "nodeToNodeMesh"}, "BGP nodeToNodeMesh", x.c.BGP.NodeToNodeMesh, v, at("nodeToNodeMeshEnabled"))
 		}

@@ -103,9 +103,24 @@ func (x *checker) report(id string, node string, at []any, format string, args .
 	x.reportAt(id, node, x.c.Pos(at...), path(at...), format, args...)
 }
 
+// reportRel is report for a rule that compares two things: related are
+// the other side's positions (see rel).
+func (x *checker) reportRel(id string, node string, at []any, related []diag.Related, format string, args ...any) {
+	x.add(id, node, x.c.Pos(at...), path(at...), related, format, args...)
+}
+
+// rel is a related position at a CUE path below `cluster`.
+func (x *checker) rel(at []any, format string, args ...any) diag.Related {
+	return diag.At(x.c.Pos(at...), format, args...)
+}
+
 // reportAt adds a finding at a position outside the CUE intent (a manifest,
 // the inventory, the lock file).
 func (x *checker) reportAt(id, node string, pos diag.Pos, dataPath, format string, args ...any) {
+	x.add(id, node, pos, dataPath, nil, format, args...)
+}
+
+func (x *checker) add(id, node string, pos diag.Pos, dataPath string, related []diag.Related, format string, args ...any) {
 	r, ok := x.cat[id]
 	if !ok {
 		panic("check: rule " + id + " is not in the catalog")
@@ -115,7 +130,7 @@ func (x *checker) reportAt(id, node string, pos diag.Pos, dataPath, format strin
 		panic("check: rule " + id + ": " + err.Error())
 	}
 	x.findings.Add(diag.Finding{Rule: id, Severity: sev, Node: node, Path: dataPath,
-		Pos: pos, Message: fmt.Sprintf(format, args...)})
+		Pos: pos, Message: fmt.Sprintf(format, args...)}.Relate(related...))
 }
 
 // path formats a path below `cluster` as the loader does.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
 	"github.com/hnsplan/hnsplan/compiler/topology"
 )
@@ -16,6 +17,22 @@ func (x *checker) vxlanInUse() bool {
 		return true
 	}
 	return slices.ContainsFunc(x.WindowsPools, func(p *topology.Pool) bool { return p.Encapsulation == "VXLAN" })
+}
+
+// vxlanWhere returns the related positions of what makes the Windows
+// nodes use VXLAN: the networking, or the VXLAN pools.
+func (x *checker) vxlanWhere() []diag.Related {
+	switch x.c.Networking {
+	case intent.CalicoVXLAN, intent.FlannelVXLAN:
+		return []diag.Related{x.rel([]any{"networking"}, "networking %s", x.c.Networking)}
+	}
+	var out []diag.Related
+	for _, p := range x.WindowsPools {
+		if p.Encapsulation == "VXLAN" {
+			out = append(out, x.rel([]any{"pools", p.Name, "encapsulation"}, "pool %q: encapsulation VXLAN", p.Name))
+		}
+	}
+	return out
 }
 
 // vxlanParams returns the VNI and port in force and where they are set.
@@ -67,7 +84,7 @@ func encapsulation(x *checker) {
 				continue // windows-build-unsupported reports it
 			}
 			if b, err := ParseBuild(n.WindowsBuild); err == nil && !vxlanCapable(b) {
-				x.report("vxlan-windows-build", n.Name, []any{"nodes", n.Name, "windows", "build"},
+				x.reportRel("vxlan-windows-build", n.Name, []any{"nodes", n.Name, "windows", "build"}, x.vxlanWhere(),
 					"node %s runs build %s, which has no Calico VXLAN support: it needs 1809 (17763) or the 1903 line from build 18317", n.Name, b)
 			}
 		}
@@ -83,7 +100,7 @@ func encapsulation(x *checker) {
 		if len(x.c.BGP.Peers) > 0 {
 			what = fmt.Sprintf("%d BGP peers", len(x.c.BGP.Peers))
 		}
-		x.report("vxlan-with-bgp", "", []any{"bgp"},
+		x.reportRel("vxlan-with-bgp", "", []any{"bgp"}, []diag.Related{x.rel([]any{"networking"}, "networking %s", x.c.Networking)},
 			"calico-vxlan networking with %s: Calico for Windows runs VXLAN without BGP; remove the bgp section or set nodeToNodeMesh false", what)
 	}
 
@@ -104,7 +121,11 @@ func encapsulation(x *checker) {
 				parts = append(parts, fmt.Sprintf("%s (%s)", t, strings.Join(byType[t], ", ")))
 			}
 			first := byType[order[1]][0]
-			x.report("mixed-pool-types", "", []any{"pools", first, "encapsulation"},
+			var others []diag.Related // the first pool of each other type
+			for _, t := range append(order[:1:1], order[2:]...) {
+				others = append(others, x.rel([]any{"pools", byType[t][0], "encapsulation"}, "pool %q: encapsulation %s", byType[t][0], t))
+			}
+			x.reportRel("mixed-pool-types", "", []any{"pools", first, "encapsulation"}, others,
 				"Windows pools mix encapsulation types: %s; a Windows node has one HNS network of one type", strings.Join(parts, "; "))
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
 	"github.com/hnsplan/hnsplan/compiler/topology"
 )
@@ -85,7 +86,7 @@ func ipam(x *checker) {
 		}
 	default:
 		if x.c.Datastore == "etcd" && x.c.OperatorManaged {
-			x.report("datastore-support", "", []any{"datastore"},
+			x.reportRel("datastore-support", "", []any{"datastore"}, x.operatorManaged(),
 				"the operator install of Calico for Windows supports only the kubernetes datastore, not etcd (operatorManaged is true)")
 		}
 	}
@@ -120,17 +121,23 @@ func ipam(x *checker) {
 				maxPods, at, how = kubeletDefaultMaxPods, []any{"nodes", n.Name}, " (unset: the kubelet default)"
 			}
 			if int64(maxPods) > usable {
-				x.report("single-block-capacity", n.Name, at,
+				x.reportRel("single-block-capacity", n.Name, at, []diag.Related{blockFrom(x, small)},
 					"node %s: maxPods %d%s exceeds the %d usable addresses of its one /%d block from pool %q (2^%d − 4 reserved); set maxPods to at most %d or use a larger block",
 					n.Name, maxPods, how, usable, small.BlockSize, small.Name, small.CIDR.Addr().BitLen()-small.BlockSize, usable)
 			}
 		}
-		x.report("block-capacity-hint", n.Name, []any{"nodes", n.Name},
+		x.reportRel("block-capacity-hint", n.Name, []any{"nodes", n.Name}, []diag.Related{blockFrom(x, small)},
 			"node %s: %d usable pod addresses of %d in its /%d block from pool %q (4 reserved on Windows)",
 			n.Name, usable, usable+WindowsReserved, small.BlockSize, small.Name)
 	}
 	x.blockSupply()
 	x.lockChecks()
+}
+
+// blockFrom is the related position of the block size a node's pods get
+// their addresses from.
+func blockFrom(x *checker, p *topology.Pool) diag.Related {
+	return x.rel([]any{"pools", p.Name, "blockSize"}, "pool %q: blockSize %d", p.Name, p.BlockSize)
 }
 
 func (x *checker) podCIDRReason() string {
@@ -165,7 +172,11 @@ func (x *checker) blockSupply() {
 	}
 	if supply.Cmp(big.NewInt(int64(len(demand)))) < 0 {
 		p := x.WindowsPools[0]
-		x.report("no-ip-borrowing", "", []any{"pools", p.Name, "cidr"},
+		var others []diag.Related // the other pools of the supply
+		for _, o := range x.WindowsPools[1:] {
+			others = append(others, x.rel([]any{"pools", o.Name, "cidr"}, "pool %q (%s, /%d blocks)", o.Name, o.CIDR, o.BlockSize))
+		}
+		x.reportRel("no-ip-borrowing", "", []any{"pools", p.Name, "cidr"}, others,
 			"the Windows pools (%s) hold %s blocks, but %d nodes take blocks from them and Windows nodes never borrow: some Windows node will get no addresses; enlarge the pools or use smaller blocks",
 			strings.Join(poolNames, ", "), supply, len(demand))
 	}
@@ -199,12 +210,14 @@ func (x *checker) poolOverlap() {
 		}
 		for j := i + 1; j < len(pools); j++ {
 			if b := pools[j]; b.CIDR.IsValid() && a.CIDR.Overlaps(b.CIDR) {
-				x.report("pool-overlap", "", []any{"pools", b.Name, "cidr"}, "pool %q (%s) overlaps pool %q (%s)", b.Name, b.CIDR, a.Name, a.CIDR)
+				x.reportRel("pool-overlap", "", []any{"pools", b.Name, "cidr"}, []diag.Related{x.rel([]any{"pools", a.Name, "cidr"}, "pool %q (%s)", a.Name, a.CIDR)},
+					"pool %q (%s) overlaps pool %q (%s)", b.Name, b.CIDR, a.Name, a.CIDR)
 			}
 		}
 		for _, o := range others {
 			if a.CIDR.Overlaps(o.p) {
-				x.report("pool-overlap", "", []any{"pools", a.Name, "cidr"}, "pool %q (%s) overlaps %s", a.Name, a.CIDR, o.what)
+				x.reportRel("pool-overlap", "", []any{"pools", a.Name, "cidr"}, []diag.Related{x.rel(o.at, "%s", o.what)},
+					"pool %q (%s) overlaps %s", a.Name, a.CIDR, o.what)
 			}
 		}
 	}
@@ -228,7 +241,8 @@ func (x *checker) lockChecks() {
 		if lock == nil {
 			unlocked = append(unlocked, n)
 		} else if len(lock.Blocks[n.Name]) == 0 {
-			x.reportAt("ipam-lock-stale", n.Name, lock.Pos, "blocks", "%s has no block for Windows node %s; run `hnsplan compile --update-lock` (existing entries are kept)", intent.LockFile, n.Name)
+			x.add("ipam-lock-stale", n.Name, lock.Pos, "blocks", []diag.Related{x.rel([]any{"nodes", n.Name}, "Windows node %s", n.Name)},
+				"%s has no block for Windows node %s; run `hnsplan compile --update-lock` (existing entries are kept)", intent.LockFile, n.Name)
 		}
 	}
 	if lock != nil {

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
 )
 
@@ -56,10 +57,10 @@ func platform(x *checker) {
 				"Windows node %s runs build %s, which is neither Windows Server 1809/2019 (17763) nor 2022 (20348), the versions the Calico for Windows requirements list", n.Name, b)
 		}
 		if snatsClusterIPTraffic(b) {
-			if src, ok := x.sourceSelectorPolicy(); ok {
-				x.report("svc-snat-source-selector", n.Name, at,
-					"Windows node %s runs build %s, where kube-proxy source-NATs pod traffic to ClusterIPs to the host: %s selects sources by label and will not match that traffic; update to 17763.1432 or later",
-					n.Name, b, src)
+			if pol, pos, ok := x.sourceSelectorPolicy(); ok {
+				x.reportRel("svc-snat-source-selector", n.Name, at, []diag.Related{diag.At(pos, "%s", pol)},
+					"Windows node %s runs build %s, where kube-proxy source-NATs pod traffic to ClusterIPs to the host: %s (%s) selects sources by label and will not match that traffic; update to 17763.1432 or later",
+					n.Name, b, pol, pos)
 			}
 		}
 		if n.MACSpoofing != nil && !*n.MACSpoofing {
@@ -78,15 +79,15 @@ func platform(x *checker) {
 	switch v := x.c.CalicoVersion; {
 	case v == "":
 	case x.c.OperatorManaged && versionBelow(v, 3, 27):
-		x.report("calico-version", "", []any{"calicoVersion"}, "Calico %s is older than 3.27, the first release the operator installs on Windows nodes (operatorManaged is true)", v)
+		x.reportRel("calico-version", "", []any{"calicoVersion"}, x.operatorManaged(), "Calico %s is older than 3.27, the first release the operator installs on Windows nodes (operatorManaged is true)", v)
 	case versionBelow(v, 3, 12):
 		x.report("calico-version", "", []any{"calicoVersion"}, "Calico %s is older than 3.12, the first release for Windows nodes hnsplan supports", v)
 	}
 	if v := x.c.KubernetesVersion; x.c.Platform == "aks" && v != "" && versionBelow(v, 1, 20) {
-		x.report("aks-kubernetes-version", "", []any{"kubernetesVersion"}, "Calico for Windows on AKS needs Kubernetes 1.20 or later, not %s", v)
+		x.reportRel("aks-kubernetes-version", "", []any{"kubernetesVersion"}, []diag.Related{x.rel([]any{"platform"}, "platform %s", x.c.Platform)}, "Calico for Windows on AKS needs Kubernetes 1.20 or later, not %s", v)
 	}
 	if v := x.c.KubernetesVersion; x.c.OperatorManaged && v != "" && versionBelow(v, 1, 22) {
-		x.report("operator-kubernetes-version", "", []any{"kubernetesVersion"},
+		x.reportRel("operator-kubernetes-version", "", []any{"kubernetesVersion"}, x.operatorManaged(),
 			"the operator installs Calico for Windows as HostProcess containers, which need Kubernetes 1.22 or later, not %s", v)
 	}
 	managedPlatform(x)
@@ -101,14 +102,19 @@ func platform(x *checker) {
 	}
 }
 
+// operatorManaged is the related position of operatorManaged true.
+func (x *checker) operatorManaged() []diag.Related {
+	return []diag.Related{x.rel([]any{"operatorManaged"}, "operatorManaged true")}
+}
+
 // sourceSelectorPolicy returns a policy of the intent that selects
-// traffic sources by label, described with its position.
-func (x *checker) sourceSelectorPolicy() (string, bool) {
+// traffic sources by label: its kind and name, and its position.
+func (x *checker) sourceSelectorPolicy() (string, diag.Pos, bool) {
 	for _, p := range x.in.Manifests.NetworkPolicies {
 		for _, r := range p.Spec.Ingress {
 			for _, f := range r.From {
 				if f.PodSelector != nil || f.NamespaceSelector != nil {
-					return "NetworkPolicy " + p.Namespace + "/" + p.Name + " (" + p.Source.Pos.String() + ")", true
+					return "NetworkPolicy " + p.Namespace + "/" + p.Name, p.Source.Pos, true
 				}
 			}
 		}
@@ -120,11 +126,11 @@ func (x *checker) sourceSelectorPolicy() (string, bool) {
 				if p.Global {
 					kind = "GlobalNetworkPolicy "
 				}
-				return "Calico " + kind + p.Name + " (" + p.Source.Pos.String() + ")", true
+				return "Calico " + kind + p.Name, p.Source.Pos, true
 			}
 		}
 	}
-	return "", false
+	return "", diag.Pos{}, false
 }
 
 // managedPlatform says what Calico does on AKS and EKS: there the Windows
@@ -137,7 +143,7 @@ func managedPlatform(x *checker) {
 	}
 	switch x.c.Networking {
 	case intent.CalicoVXLAN, intent.CalicoBGP:
-		x.report("managed-platform-cni", "", []any{"networking"},
+		x.reportRel("managed-platform-cni", "", []any{"networking"}, []diag.Related{x.rel([]any{"platform"}, "platform %s", x.c.Platform)},
 			"platform %s with networking %s: Calico for Windows supports only %s for Windows pods there, so Calico would not network them; set networking to cloud-provider (Calico then enforces policy only)",
 			x.c.Platform, x.c.Networking, cni)
 	default:

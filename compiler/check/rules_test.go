@@ -24,8 +24,8 @@ func catalog(t *testing.T) check.Catalog {
 }
 
 // vet builds dir (with dir+".inventory.yaml" as inventory if it exists)
-// as `hnsplan vet` does and returns every finding, file names relative to
-// root.
+// as `hnsplan vet` does and returns every finding, file names (related
+// positions' too) relative to root.
 func vet(t *testing.T, root, dir string) diag.List {
 	t.Helper()
 	var inventory []string
@@ -36,10 +36,8 @@ func vet(t *testing.T, root, dir string) diag.List {
 	if err != nil {
 		t.Fatal(err)
 	}
+	all = all.RelativeTo(root)
 	for i := range all {
-		if rel, err := filepath.Rel(root, all[i].Pos.File); err == nil && !strings.HasPrefix(rel, "..") {
-			all[i].Pos.File = rel
-		}
 		all[i].Message = strings.ReplaceAll(all[i].Message, root+string(filepath.Separator), "")
 	}
 	return all

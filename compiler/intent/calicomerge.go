@@ -44,8 +44,10 @@ func (m *merger) set(pos diag.Pos, path ...any) {
 func one[T comparable](m *merger, res string, pos diag.Pos, field string, resVal T, path []any, cueVal T, take func()) {
 	if m.c.written(path...) {
 		if resVal != cueVal {
-			m.errs.Errorf(RuleCalicoConflict, pos, field, "%s sets %s %v, but %s is %v at %s: give the setting one source (remove it from one of them, or make the two equal)",
-				res, strings.TrimPrefix(field, "spec."), show(resVal), cuePath(path), show(cueVal), m.c.Pos(path...))
+			m.errs.Add(diag.Finding{Rule: RuleCalicoConflict, Severity: diag.Error, Pos: pos, Path: field,
+				Message: fmt.Sprintf("%s sets %s %v, but %s is %v at %s: give the setting one source (remove it from one of them, or make the two equal)",
+					res, strings.TrimPrefix(field, "spec."), show(resVal), cuePath(path), show(cueVal), m.c.Pos(path...)),
+			}.Relate(diag.At(m.c.Pos(path...), "%s is %v", cuePath(path), show(cueVal))))
 		}
 		return
 	}
@@ -68,7 +70,9 @@ func mergeCalico(c *Cluster, cfg *CalicoConfig, errs *diag.List) {
 	dup := func(kind, name string, src Source) bool {
 		key := kind + "/" + name
 		if first, ok := seen[key]; ok {
-			errs.Errorf(RuleCalicoConflict, src.Pos, "metadata.name", "%s %q is given twice: first at %s; keep one", kind, name, first)
+			errs.Add(diag.Finding{Rule: RuleCalicoConflict, Severity: diag.Error, Pos: src.Pos, Path: "metadata.name",
+				Message: fmt.Sprintf("%s %q is given twice: first at %s; keep one", kind, name, first),
+			}.Relate(diag.At(first, "the first %s %q", kind, name)))
 			return true
 		}
 		seen[key] = src.Pos

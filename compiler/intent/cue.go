@@ -184,8 +184,9 @@ func addCUEErrors(err error, rule string, rel func(string) string, src *source, 
 		}
 		path := formatPath(e.Path())
 		f := diag.Finding{Rule: rule, Severity: diag.Error, Path: path, Message: msg}
-		if p := userPos(e, rel); p.IsValid() {
-			f.Pos = p
+		if ps := userPositions(e, rel); len(ps) > 0 {
+			f.Pos = ps[0]
+			f = f.Relate(related(ps[1:])...)
 		} else if src.user.Exists() && len(e.Path()) > 0 {
 			f.Pos = src.posOf(pathSelectors(e.Path()))
 		}
@@ -224,24 +225,32 @@ func dropRedundant(errs *diag.List) {
 	*errs = slices.DeleteFunc(*errs, func(f diag.Finding) bool { return terse(f) && specific[f.Path] })
 }
 
-// userPos returns the first position of e in a user file.
-func userPos(e cueerrors.Error, rel func(string) string) diag.Pos {
-	var ps []token.Pos
-	if p := e.Position(); p.IsValid() {
-		ps = append(ps, p)
-	}
-	ps = append(ps, e.InputPositions()...)
-	var best diag.Pos
-	for _, p := range ps {
+// userPositions returns the positions of e in user files, first to last
+// (the finding goes at the first, the others are related to it): CUE
+// gives one for each value that takes part in an error, a conflict
+// between two files has one in each. Positions in the embedded schema
+// are left out: no file of the user's holds them (`hnsplan schema`
+// prints the schema).
+func userPositions(e cueerrors.Error, rel func(string) string) []diag.Pos {
+	var out []diag.Pos
+	for _, p := range cueerrors.Positions(e) {
 		if !p.IsValid() || p.Filename() == schema.Filename || p.Filename() == "" {
 			continue
 		}
-		dp := diag.Pos{File: rel(p.Filename()), Line: p.Line(), Col: p.Column()}
-		if !best.IsValid() || dp.Compare(best) < 0 {
-			best = dp
-		}
+		out = append(out, diag.Pos{File: rel(p.Filename()), Line: p.Line(), Col: p.Column()})
 	}
-	return best
+	slices.SortFunc(out, diag.Pos.Compare)
+	return slices.Compact(out)
+}
+
+// related makes positions related ones, without a message: CUE's
+// positions say where, the finding's message says what.
+func related(ps []diag.Pos) []diag.Related {
+	rs := make([]diag.Related, len(ps))
+	for i, p := range ps {
+		rs[i] = diag.Related{Pos: p}
+	}
+	return rs
 }
 
 // formatPath writes a CUE error path the way findings spell paths:
@@ -345,11 +354,14 @@ func validateDeep(s, u cue.Value, path []cue.Selector, src *source, errs *diag.L
 		if strings.HasSuffix(msg, "errors in empty disjunction:") {
 			continue
 		}
-		p := userPos(e, src.rel)
-		if !p.IsValid() {
-			p = src.posOf(path)
+		f := diag.Finding{Rule: RuleSchema, Severity: diag.Error, Path: selPath(path), Message: msg}
+		if ps := userPositions(e, src.rel); len(ps) > 0 {
+			f.Pos = ps[0]
+			f = f.Relate(related(ps[1:])...)
+		} else {
+			f.Pos = src.posOf(path)
 		}
-		errs.Add(diag.Finding{Rule: RuleSchema, Severity: diag.Error, Path: selPath(path), Pos: p, Message: msg})
+		errs.Add(f)
 	}
 }
 

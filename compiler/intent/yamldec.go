@@ -34,7 +34,13 @@ type yamlDecoder struct {
 }
 
 func (d *yamlDecoder) errorf(n *yaml.Node, path, format string, args ...any) {
-	d.errs.Errorf(d.rule, nodePos(d.file, n), path, format+"%s", append(args, d.what)...)
+	d.relatedf(n, nil, path, format, args...)
+}
+
+// relatedf is errorf for a finding with related positions.
+func (d *yamlDecoder) relatedf(n *yaml.Node, related []diag.Related, path, format string, args ...any) {
+	d.errs.Add(diag.Finding{Rule: d.rule, Severity: diag.Error, Pos: nodePos(d.file, n), Path: path,
+		Message: fmt.Sprintf(format+"%s", append(args, d.what)...)}.Relate(related...))
 }
 
 func nodePos(file string, n *yaml.Node) diag.Pos {
@@ -126,15 +132,15 @@ func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			return
 		}
 		fields := structFields(t)
-		seen := map[string]bool{}
+		seen := map[string]*yaml.Node{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, val := n.Content[i], n.Content[i+1]
 			kpath := joinPath(path, k.Value)
-			if seen[k.Value] {
-				d.errorf(k, kpath, "field %q is given twice", k.Value)
+			if first := seen[k.Value]; first != nil {
+				d.relatedf(k, []diag.Related{diag.At(nodePos(d.file, first), "the first %q", k.Value)}, kpath, "field %q is given twice", k.Value)
 				continue
 			}
-			seen[k.Value] = true
+			seen[k.Value] = k
 			idx, ok := fields[k.Value]
 			if !ok {
 				if d.strict {

@@ -277,12 +277,16 @@ func (c *compiler) entity(cp *intent.CalicoPolicy, ns string, e *intent.EntityRu
 	if sv := e.Services; sv != nil {
 		svc := c.service(sv.Namespace, sv.Name, ns)
 		if svc == nil || len(svc.Spec.Selector) == 0 {
+			var known []diag.Related // the Service without a selector
+			if svc != nil {
+				known = []diag.Related{diag.At(svc.Source.Pos, "Service %s/%s, without a selector", namespaceOf(svc.Namespace), svc.Name)}
+			}
 			if allow {
-				c.report("policy-application-layer", at(side, "services"), sidePath("services"),
+				c.reportRel("policy-application-layer", at(side, "services"), sidePath("services"), known,
 					"Service %s/%s is not known (or has no selector), so its endpoints cannot be listed: this Allow rule is dropped (fail closed)", cmp.Or(sv.Namespace, ns), sv.Name)
 				return m, true, true
 			}
-			c.report("policy-application-layer", at(side, "services"), sidePath("services"),
+			c.reportRel("policy-application-layer", at(side, "services"), sidePath("services"), known,
 				"Service %s/%s is not known (or has no selector): this %s rule is widened to every endpoint (fail closed)", cmp.Or(sv.Namespace, ns), sv.Name, "Deny")
 			*widened = true
 		} else {

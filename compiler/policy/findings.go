@@ -107,7 +107,8 @@ func (c *compiler) specialisation(p *plan.NetworkPolicy, w *acl.World) {
 		}
 		if applies < len(selected) {
 			side := map[bool]string{true: "destination", false: "source"}[ingress]
-			c.report("policy-src-dst-selectors", parsePos(r.Source), "",
+			c.reportRel("policy-src-dst-selectors", parsePos(r.Source), "",
+				[]diag.Related{diag.At(parsePos(p.Source), "policy %s selects %d endpoints", p.ID, len(selected))},
 				"rule %s: the policy selects %d endpoints, but the rule's %s selector only %d of them; a naive rendering (Felix's) puts the rule's ACLs on all %d, with the %s set as LocalAddresses; hnsplan renders it on the %d where it can match, without LocalAddresses (%s)",
 				r.ID, len(selected), side, applies, len(selected), side, applies, savings(len(selected), applies))
 		}

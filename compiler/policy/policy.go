@@ -124,7 +124,13 @@ func parsePos(s string) diag.Pos {
 }
 
 func (c *compiler) report(rule string, pos diag.Pos, path, format string, args ...any) {
-	c.findings.Add(diag.Finding{Rule: rule, Severity: c.sev(rule), Pos: pos, Path: path, Message: fmt.Sprintf(format, args...)})
+	c.reportRel(rule, pos, path, nil, format, args...)
+}
+
+// reportRel is report for a finding about two places: related are the
+// other's positions.
+func (c *compiler) reportRel(rule string, pos diag.Pos, path string, related []diag.Related, format string, args ...any) {
+	c.findings.Add(diag.Finding{Rule: rule, Severity: c.sev(rule), Pos: pos, Path: path, Message: fmt.Sprintf(format, args...)}.Relate(related...))
 }
 
 func (c *compiler) errorf(rule, pos string, format string, args ...any) {

@@ -3,6 +3,7 @@ package policy_test
 import (
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -45,6 +46,36 @@ func TestServicesMatchPerProtocol(t *testing.T) {
 	for _, r := range rules {
 		if r.Remote.Selector != `k8s-app == "kube-dns" && projectcalico.org/namespace == "kube-system"` {
 			t.Errorf("selector %q", r.Remote.Selector)
+		}
+	}
+}
+
+// TestServicesWithoutSelectorRelated: a services match of a Service that
+// has no selector is reported at the rule, with the Service's position
+// related; one of an unknown Service has nothing to relate.
+func TestServicesWithoutSelectorRelated(t *testing.T) {
+	svcPos := diag.Pos{File: "svc.yaml", Line: 1, Col: 1}
+	headless := intent.Service{Service: corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "ext", Namespace: "app"}},
+		Source: intent.Source{Pos: svcPos}}
+	for _, tc := range []struct {
+		service string
+		want    []diag.Related
+	}{
+		{"ext", []diag.Related{{Pos: svcPos, Message: "Service app/ext, without a selector"}}},
+		{"unknown", nil},
+	} {
+		m := intent.Manifests{CalicoPolicies: []intent.CalicoPolicy{{
+			ObjectMeta: metav1.ObjectMeta{Name: "to-ext", Namespace: "app"},
+			Source:     intent.Source{Pos: diag.Pos{File: "pol.yaml", Line: 1, Col: 1}},
+			Spec: intent.CalicoPolicySpec{Egress: []intent.Rule{{Action: "Allow",
+				Destination: intent.EntityRule{Services: &intent.ServiceMatch{Name: tc.service}}}}},
+		}}}
+		_, findings := policy.Compile(&m, []intent.Service{headless}, func(string) diag.Severity { return diag.Warning })
+		if len(findings) != 1 || findings[0].Rule != "policy-application-layer" {
+			t.Fatalf("%s: findings %v", tc.service, findings)
+		}
+		if f := findings[0]; !f.Pos.IsValid() || f.Pos == svcPos || !cmp.Equal(f.Related, tc.want) {
+			t.Errorf("%s: finding at %s, related %v; want related %v", tc.service, f.Pos, f.Related, tc.want)
 		}
 	}
 }
