@@ -89,6 +89,10 @@ func TestVetSARIF(t *testing.T) {
 				Findings      []struct {
 					Rule, Severity, File, Pos, HelpURI string
 					Line, Column                       int
+					Related                            []struct {
+						File         string
+						Line, Column int
+					}
 				}
 			}
 			if err := json.Unmarshal([]byte(vet("json")), &findings); err != nil {
@@ -111,6 +115,12 @@ func TestVetSARIF(t *testing.T) {
 								Region           struct{ StartLine, StartColumn int }
 							}
 						}
+						RelatedLocations []struct {
+							PhysicalLocation struct {
+								ArtifactLocation struct{ URI string }
+								Region           struct{ StartLine, StartColumn int }
+							}
+						}
 					}
 				}
 			}
@@ -125,7 +135,21 @@ func TestVetSARIF(t *testing.T) {
 				t.Fatalf("%d SARIF results for %d findings", len(run.Results), len(findings.Findings))
 			}
 			github := strings.Split(strings.TrimSpace(vet("github")), "\n")
+			related := 0
 			for i, f := range findings.Findings {
+				if r := run.Results[i].RelatedLocations; len(r) != len(f.Related) {
+					t.Errorf("%s at %s: %d related positions in JSON, %d relatedLocations in SARIF", f.Rule, f.Pos, len(f.Related), len(r))
+				}
+				for k, rel := range f.Related {
+					related++
+					if k >= len(run.Results[i].RelatedLocations) {
+						break
+					}
+					loc := run.Results[i].RelatedLocations[k].PhysicalLocation
+					if strings.TrimPrefix(loc.ArtifactLocation.URI, "file://") != filepath.ToSlash(rel.File) || loc.Region.StartLine != rel.Line || loc.Region.StartColumn != rel.Column {
+						t.Errorf("%s at %s: related %+v, SARIF %+v", f.Rule, f.Pos, rel, loc)
+					}
+				}
 				r := run.Results[i]
 				if r.RuleID != f.Rule || run.Tool.Driver.Rules[r.RuleIndex].ID != f.Rule {
 					t.Errorf("result %d is rule %s (index %d), finding is %s", i, r.RuleID, r.RuleIndex, f.Rule)
@@ -143,6 +167,11 @@ func TestVetSARIF(t *testing.T) {
 				if !strings.Contains(github[i], "file="+filepath.ToSlash(f.File)+",line=") || !strings.HasPrefix(github[i], "::") {
 					t.Errorf("-o github line %d %q does not annotate %s", i, github[i], f.Pos)
 				}
+			}
+			// The valid intent's capacity hint relates the pool's block size:
+			// the schema saw relatedLocations.
+			if !tc.invalid && related == 0 {
+				t.Error("no finding with related positions: relatedLocations are not validated")
 			}
 		})
 	}
