@@ -73,9 +73,7 @@ func (m *Metrics) op(op hns.Op, err error) {
 	if err != nil {
 		result = "error"
 	}
-	m.ops.WithLabelValues(string(op.Kind), actionNames[op.Action], result).Inc()
+	m.ops.WithLabelValues(string(op.Kind), string(op.Action), result).Inc()
 }
-
-var actionNames = map[hns.Action]string{hns.Create: "create", hns.Update: "update", hns.Delete: "delete", hns.Replace: "replace"}
 
 func (m *Metrics) drift(n int) { m.drifted.Set(float64(n)) }

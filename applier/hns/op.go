@@ -7,23 +7,17 @@ import (
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
-// Action is what an Op does (Terraform's symbols). The zero Action is
+// Action is what an Op does: plan.Action, the vocabulary `hnsplan diff`
+// shares, printed by its Symbol (Terraform's). The zero Action is
 // invalid: a plan of ops holds no no-ops.
-type Action rune
+type Action = plan.Action
 
 const (
-	Create  Action = '+'
-	Update  Action = '~'
-	Delete  Action = '-'
-	Replace Action = '±' // printed as -/+
+	Create  = plan.Create
+	Update  = plan.Update
+	Delete  = plan.Delete
+	Replace = plan.Replace // printed as -/+
 )
-
-func (a Action) String() string {
-	if a == Replace {
-		return "-/+"
-	}
-	return string(a)
-}
 
 // Kind is what an Op acts on.
 type Kind string
@@ -64,7 +58,7 @@ type Op struct {
 // String is one line: "-/+ network Calico (vni-changed)".
 func (o Op) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%3s %s %s", o.Action, o.Kind, o.Name)
+	fmt.Fprintf(&b, "%3s %s %s", o.Action.Symbol(), o.Kind, o.Name)
 	if o.Network != "" && o.Kind != KindNetwork {
 		fmt.Fprintf(&b, " on %s", o.Network)
 	}

@@ -23,31 +23,17 @@ import (
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
-// Action is what a change does (Terraform's vocabulary).
-type Action string
+// Action is what a change does: plan.Action, the vocabulary the agent's
+// ops share (Terraform's).
+type Action = plan.Action
 
 const (
-	Create  Action = "create"
-	Update  Action = "update"
-	Delete  Action = "delete"
-	Replace Action = "replace"
-	NoOp    Action = "no-op"
+	Create  = plan.Create
+	Update  = plan.Update
+	Delete  = plan.Delete
+	Replace = plan.Replace
+	NoOp    = plan.NoOp
 )
-
-// Symbol is the action's mark in text output.
-func (a Action) Symbol() string {
-	switch a {
-	case Create:
-		return "+"
-	case Update:
-		return "~"
-	case Delete:
-		return "-"
-	case Replace:
-		return "-/+"
-	}
-	return " "
-}
 
 // Reasons (CONSTRAINTS.md, "Changes between two plans").
 const (

@@ -72,7 +72,7 @@ func describeCall(op hns.Op) (method, object, request string) {
 	case hns.KindACL:
 		return "hcnModifyEndpoint", object, fmt.Sprintf("Update Policy (%d kept + %d ACLs)", len(op.Keep), len(op.ACLs))
 	}
-	return fmt.Sprintf("Apply(%s %s)", op.Action, op.Kind), object, ""
+	return fmt.Sprintf("Apply(%s %s)", op.Action.Symbol(), op.Kind), object, ""
 }
 
 // apply performs op on t.st. Errors that are not *hns.Error are ops HNS

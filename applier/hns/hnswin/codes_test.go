@@ -95,7 +95,7 @@ func TestOpName(t *testing.T) {
 	}{
 		{hns.Op{Action: hns.Replace, Kind: hns.KindNetwork, Name: "flannel.4096"}, `replace network "flannel.4096"`},
 		{hns.Op{Action: hns.Create, Kind: hns.KindRoute, Name: "10.244.2.0/24", Network: "flannel.4096"}, `create route "10.244.2.0/24" on "flannel.4096"`},
-		{hns.Op{Kind: hns.KindACL, Name: "ep"}, `action "\x00" acl "ep"`},
+		{hns.Op{Kind: hns.KindACL, Name: "ep"}, `action "" acl "ep"`},
 	} {
 		if got := opName(tt.op); got != tt.want {
 			t.Errorf("opName = %s, want %s", got, tt.want)

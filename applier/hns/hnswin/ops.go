@@ -6,17 +6,11 @@ import (
 	"github.com/hnsplan/hnsplan/applier/hns"
 )
 
-// verb names an action in errors.
+// verb names an action in errors: its word, or an unknown one quoted.
 func verb(a hns.Action) string {
 	switch a {
-	case hns.Create:
-		return "create"
-	case hns.Update:
-		return "update"
-	case hns.Delete:
-		return "delete"
-	case hns.Replace:
-		return "replace"
+	case hns.Create, hns.Update, hns.Delete, hns.Replace:
+		return string(a)
 	}
 	return fmt.Sprintf("action %q", string(a))
 }
