@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hnsplan/hnsplan/applier/hns"
+	"github.com/hnsplan/hnsplan/applier/kube"
 )
 
 // Metrics are the reconciler's Prometheus metrics (/metrics).
@@ -51,13 +52,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 func (m *Metrics) pass(st Status, d time.Duration, err error) {
-	m.passes.WithLabelValues(st.State).Observe(d.Seconds())
+	m.passes.WithLabelValues(string(st.State)).Observe(d.Seconds())
 	m.lastPass.SetToCurrentTime()
-	if st.State != StateError && st.State != StateWaiting {
+	if st.State != kube.StateError && st.State != kube.StateWaiting {
 		m.mismatch.Set(float64(len(st.Mismatches)))
 	}
 	if err != nil {
-		m.errors.WithLabelValues(st.State).Inc()
+		m.errors.WithLabelValues(string(st.State)).Inc()
 	}
 	if st.Digest != "" && st.Digest != m.lastDig {
 		if m.lastDig != "" {

@@ -12,31 +12,15 @@ import (
 	"time"
 
 	"github.com/hnsplan/hnsplan/applier/hns"
+	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/compiler/plan"
-)
-
-// States of a node, as the agent reports them (Node annotation
-// hnsplan.io/state).
-const (
-	StateConverged      = "converged"
-	StateApplying       = "applying"
-	StateReplacing      = "replacing"
-	StateBlocked        = "blocked"
-	StateReplacePending = "replace-pending"
-	StateWaiting        = "waiting" // for a plan, or for the cluster's caches
-	StateError          = "error"
-	// StateReadbackMismatch: HNS reads an object back otherwise than the
-	// agent wrote it, and writing it again would not mend it (see
-	// hns.Echo): the object is reported and left alone until the plan or
-	// the object changes.
-	StateReadbackMismatch = "hns-readback-mismatch"
 )
 
 // Status is the outcome of a pass, for the Node's annotations and
 // `hnsplan-agent status`.
 type Status struct {
 	Digest    string // of the plan HNS now matches; "" until one does
-	State     string
+	State     kube.NodeState
 	LastError string
 	Ops       int      // mutating ops the pass applied
 	Pending   []string // what waits for the cluster (unknown tunnel MACs)
@@ -46,11 +30,13 @@ type Status struct {
 }
 
 // Replacer recreates the network when an immutable property changes
-// (applier/replace: cordon, drain, journalled recreate, uncordon). It
-// returns the state to report: converged when done, blocked or
-// replace-pending when it could not proceed yet (with a nil error).
+// (applier/replace: cordon, drain, journalled recreate, uncordon). reason
+// is why, as the pass's diff says ("vni-changed"), or "" when the pass
+// resumes a replace in progress. It returns the state to report:
+// converged when done, blocked or replace-pending when it could not
+// proceed yet (with a nil error).
 type Replacer interface {
-	Replace(ctx context.Context, p *plan.NodePlan, want *hns.Want, reason string) (state string, err error)
+	Replace(ctx context.Context, p *plan.NodePlan, want *hns.Want, reason string) (kube.NodeState, error)
 	// InProgress says a replace was started and not finished: the pass
 	// resumes it before anything else.
 	InProgress() bool
@@ -137,10 +123,10 @@ func (r *Reconciler) Pass(ctx context.Context, c *Cluster) (Status, error) {
 	start := time.Now()
 	st, err := r.pass(ctx, c)
 	if err != nil {
-		st.State, st.LastError = StateError, err.Error()
+		st.State, st.LastError = kube.StateError, err.Error()
 	}
 	r.mu.Lock()
-	if st.Digest == "" && st.State != StateWaiting {
+	if st.Digest == "" && st.State != kube.StateWaiting {
 		st.Digest = r.status.Digest // still the last plan HNS matched
 	}
 	r.status = st
@@ -157,7 +143,7 @@ func (r *Reconciler) Pass(ctx context.Context, c *Cluster) (Status, error) {
 func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 	p := r.Plan()
 	if p == nil {
-		return Status{State: StateWaiting, LastError: "no verified plan yet"}, nil
+		return Status{State: kube.StateWaiting, LastError: "no verified plan yet"}, nil
 	}
 	want, pending, err := WantOf(p, c)
 	if err != nil {
@@ -184,13 +170,13 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 		}
 		if round == 0 && r.needsReplace(ops) {
 			st, err := r.replace(ctx, p, want, ops, pending)
-			if st.State == StateConverged && err == nil {
+			if st.State == kube.StateConverged && err == nil {
 				if i := slices.IndexFunc(ops, isNetworkReplace); i >= 0 {
 					want.Echo.NoteReplace(p.Digest, ops[i].Reason)
 				}
 			}
 			r.saveEcho(want.Echo)
-			if err != nil || st.State != StateConverged {
+			if err != nil || st.State != kube.StateConverged {
 				return st, err
 			}
 			continue
@@ -224,9 +210,9 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 		}
 		r.saveOwned(want, p.Digest)
 		if ms := want.Echo.Mismatches(); len(ms) > 0 {
-			return Status{State: StateReadbackMismatch, Ops: len(ops), Pending: pending, Mismatches: ms, LastError: mismatchError(ms)}, nil
+			return Status{State: kube.StateReadbackMismatch, Ops: len(ops), Pending: pending, Mismatches: ms, LastError: mismatchError(ms)}, nil
 		}
-		return Status{Digest: p.Digest, State: StateConverged, Ops: len(ops), Pending: pending}, nil
+		return Status{Digest: p.Digest, State: kube.StateConverged, Ops: len(ops), Pending: pending}, nil
 	}
 }
 
@@ -242,7 +228,7 @@ func (r *Reconciler) refuseReplace(have *hns.State, want *hns.Want, op hns.Op, p
 	if r.Log != nil {
 		r.Log.Warn("not replacing the network again: HNS reads it back as before the replace", "network", op.Name, "reason", op.Reason)
 	}
-	return Status{State: StateReadbackMismatch, Pending: pending, Mismatches: ms,
+	return Status{State: kube.StateReadbackMismatch, Pending: pending, Mismatches: ms,
 		LastError: fmt.Sprintf("network %s was replaced for this plan (%s) and still reads back otherwise: not replacing it again; %s", op.Name, op.Reason, mismatchError(ms))}
 }
 
@@ -343,20 +329,20 @@ func isNetworkReplace(op hns.Op) bool {
 // replace hands a network replace to the Replacer: nothing else is applied
 // before it, since a recreated network loses its routes and endpoints.
 func (r *Reconciler) replace(ctx context.Context, p *plan.NodePlan, want *hns.Want, ops []hns.Op, pending []string) (Status, error) {
-	op := hns.Op{Name: want.Network.Name, Reason: "resuming"}
+	op, reason := hns.Op{Name: want.Network.Name, Reason: "resuming"}, ""
 	if i := slices.IndexFunc(ops, isNetworkReplace); i >= 0 {
-		op = ops[i]
+		op, reason = ops[i], ops[i].Reason
 	}
 	if r.Replacer == nil {
-		return Status{State: StateReplacePending, Pending: pending,
+		return Status{State: kube.StateReplacePending, Pending: pending,
 			LastError: fmt.Sprintf("network %s must be recreated (%s); this agent has no replacer: drain the node and apply", op.Name, op.Reason)}, nil
 	}
-	state, err := r.Replacer.Replace(ctx, p, want, op.Reason)
+	state, err := r.Replacer.Replace(ctx, p, want, reason)
 	if err != nil {
 		return Status{Pending: pending}, fmt.Errorf("replace network %s (%s): %w", op.Name, op.Reason, err)
 	}
 	st := Status{State: state, Pending: pending}
-	if state == StateConverged {
+	if state == kube.StateConverged {
 		st.Digest = p.Digest
 	}
 	return st, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/hnsplan/hnsplan/applier"
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/replace"
 	"github.com/hnsplan/hnsplan/applier/statedir"
 )
@@ -37,9 +38,9 @@ func TestPassUnderQuirks(t *testing.T) {
 			r := newR()
 			r.SetPlan(p)
 			mismatch := q == hnsmem.QuirkVSIDEchoDiffers
-			wantState := applier.StateConverged
+			wantState := kube.StateConverged
 			if mismatch {
-				wantState = applier.StateReadbackMismatch
+				wantState = kube.StateReadbackMismatch
 			}
 			if st, err := r.Pass(ctx, ex.cluster); err != nil || st.State != wantState {
 				t.Fatalf("first pass: %+v, %v", st, err)
@@ -127,7 +128,7 @@ func TestSameReplaceNeverTwice(t *testing.T) {
 		}
 		return st
 	}
-	if st := pass(); st.State != applier.StateConverged || d.uncordons != 1 {
+	if st := pass(); st.State != kube.StateConverged || d.uncordons != 1 {
 		t.Fatalf("first pass: %+v, %d replaces", st, d.uncordons)
 	}
 	// HNS now is moved back to 4097 by the other controller.
@@ -139,7 +140,7 @@ func TestSameReplaceNeverTwice(t *testing.T) {
 	}
 	h.ResetCalls()
 	st := pass()
-	if st.State != applier.StateReadbackMismatch || d.uncordons != 1 || h.MutatingCalls() != 0 {
+	if st.State != kube.StateReadbackMismatch || d.uncordons != 1 || h.MutatingCalls() != 0 {
 		t.Fatalf("second pass: %+v, %d replaces, %d calls; want no second replace", st, d.uncordons, h.MutatingCalls())
 	}
 	if len(st.Mismatches) == 0 || st.Mismatches[0].Field != "VNI" || !strings.Contains(st.LastError, "not replacing it again") {
@@ -205,7 +206,7 @@ func TestAdoptCalicoNetwork(t *testing.T) {
 		Sleep: func(context.Context, time.Duration) error { return nil }}}}
 	r.SetPlan(p)
 	st, err := r.Pass(ctx, ex.cluster)
-	if err != nil || st.State != applier.StateConverged {
+	if err != nil || st.State != kube.StateConverged {
 		t.Fatalf("adopting: %+v, %v", st, err)
 	}
 	if d.evicted || d.cordons != 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/hnsplan/hnsplan/applier"
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/replace"
 	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/plan"
@@ -92,7 +93,7 @@ func TestPassMatchesCompileTime(t *testing.T) {
 	h := hnsmem.New()
 	r := &applier.Reconciler{HNS: h}
 	r.SetPlan(p)
-	if st, err := r.Pass(ctx, ex.cluster); err != nil || st.State != applier.StateConverged || len(st.Pending) != 0 {
+	if st, err := r.Pass(ctx, ex.cluster); err != nil || st.State != kube.StateConverged || len(st.Pending) != 0 {
 		t.Fatalf("first pass: %+v, %v", st, err)
 	}
 	if n := cni(t, h, p, ex.cluster); n != 2 {
@@ -162,7 +163,7 @@ func TestReplaceWithoutReplacer(t *testing.T) {
 	r.SetPlan(moved)
 	h.ResetCalls()
 	st, err := r.Pass(ctx, ex.cluster)
-	if err != nil || st.State != applier.StateReplacePending || !strings.Contains(st.LastError, "vni-changed") || st.Digest != p.Digest {
+	if err != nil || st.State != kube.StateReplacePending || !strings.Contains(st.LastError, "vni-changed") || st.Digest != p.Digest {
 		t.Errorf("status %+v, %v; want replace-pending, still at the old digest", st, err)
 	}
 	if h.MutatingCalls() != 0 {
@@ -342,7 +343,7 @@ func TestPassReplaces(t *testing.T) {
 	moved := withVNI(p, 5000)
 	r.SetPlan(moved)
 	st, err := r.Pass(ctx, ex.cluster)
-	if err != nil || st.State != applier.StateConverged || st.Digest != "sha256:moved" {
+	if err != nil || st.State != kube.StateConverged || st.Digest != "sha256:moved" {
 		t.Fatalf("replace pass: %+v, %v", st, err)
 	}
 	if !d.evicted || d.cordoned || d.uncordons != 1 {
@@ -499,11 +500,11 @@ func TestLoopRecoversFromFaults(t *testing.T) {
 			networked := false
 			for runCtx.Err() == nil {
 				st := r.Status()
-				if st.State == applier.StateConverged && !networked {
+				if st.State == kube.StateConverged && !networked {
 					cni(t, h, p, ex.cluster) // the CNI, once the network is there
 					networked = true
 					loop.Trigger()
-				} else if networked && st.State == applier.StateConverged {
+				} else if networked && st.State == kube.StateConverged {
 					if st.Ops == 0 {
 						break
 					}
@@ -578,7 +579,7 @@ func TestPassRenames(t *testing.T) {
 			renamed := withName(p, "Calico2")
 			r.SetPlan(renamed)
 			st, err := r.Pass(ctx, ex.cluster)
-			if err != nil || st.State != applier.StateConverged || st.Digest != "sha256:renamed" {
+			if err != nil || st.State != kube.StateConverged || st.Digest != "sha256:renamed" {
 				t.Fatalf("rename pass: %+v, %v", st, err)
 			}
 			if !d.evicted || d.cordoned {

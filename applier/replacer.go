@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/hnsplan/hnsplan/applier/hns"
+	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/replace"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
@@ -16,24 +17,25 @@ type DrainReplacer struct {
 	Base replace.Config
 }
 
-// Replace runs or resumes the journalled replace. A drain that a
-// PodDisruptionBudget holds up is state blocked, not an error: the loop
-// tries again at the next pass, and nothing was deleted.
-func (d *DrainReplacer) Replace(ctx context.Context, p *plan.NodePlan, want *hns.Want, reason string) (string, error) {
+// Replace runs or resumes the journalled replace; a new one journals
+// reason and names it in its Events. A drain that a PodDisruptionBudget
+// holds up is state blocked, not an error: the loop tries again at the
+// next pass, and nothing was deleted.
+func (d *DrainReplacer) Replace(ctx context.Context, p *plan.NodePlan, want *hns.Want, reason string) (kube.NodeState, error) {
 	cfg := d.Base
-	cfg.Want, cfg.PlanDigest = want, p.Digest
+	cfg.Want, cfg.PlanDigest, cfg.Reason = want, p.Digest, reason
 	cfg.Mode = replace.ModeDrain
 	if p.Replacement == "manual" {
 		cfg.Mode = replace.ModeManual
 	}
 	res, err := replace.Run(ctx, cfg)
 	if errors.Is(err, replace.ErrBlocked) {
-		return StateBlocked, nil
+		return kube.StateBlocked, nil
 	}
 	if err != nil {
-		return StateReplacing, err
+		return kube.StateReplacing, err
 	}
-	return string(res.State), nil
+	return res.State, nil
 }
 
 // InProgress says whether a replace was journalled and not finished: the

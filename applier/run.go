@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/hnsplan/hnsplan/applier/kube"
 )
 
 // key is the one key of the work queue: every trigger asks for the same
@@ -96,7 +98,7 @@ func (l *Loop) next(ctx context.Context) bool {
 		l.queue.AddRateLimited(k)
 		return true
 	}
-	if st.State == StateBlocked {
+	if st.State == kube.StateBlocked {
 		// A drain a PodDisruptionBudget holds up: nothing announces its
 		// end (budgets are not watched), so look again, backing off.
 		l.queue.AddRateLimited(k)

@@ -22,25 +22,31 @@ const (
 	AnnotationCordoned = "hnsplan.io/cordoned-by-agent"
 )
 
-// State is the agent's state as published on its Node.
-type State string
+// NodeState is the node's state as the agent reports it: the Node
+// annotation hnsplan.io/state, `state` in /status and the state label of
+// the pass metrics. It is the one vocabulary of states: applier's passes,
+// applier/replace's runs and this package's annotation all speak it, and
+// the strings are a contract with operators (docs/operations.md, States).
+type NodeState string
 
 const (
-	StateConverged      State = "converged"       // HNS matches the plan
-	StateApplying       State = "applying"        // in-place changes under way
-	StateReplacing      State = "replacing"       // network replacement (drain, recreate) under way
-	StateBlocked        State = "blocked"         // replacement waits on evictions a PodDisruptionBudget refuses
-	StateReplacePending State = "replace-pending" // replacement needed, but replacement is "manual"
-	StateError          State = "error"           // the last reconcile failed; see last-error
+	StateWaiting        NodeState = "waiting"         // for a verified plan, or for the cluster's caches
+	StateConverged      NodeState = "converged"       // HNS matches the plan
+	StateReplacing      NodeState = "replacing"       // network replacement (drain, recreate) under way, or failed and will resume
+	StateBlocked        NodeState = "blocked"         // replacement waits on evictions a PodDisruptionBudget refuses; nothing was deleted
+	StateReplacePending NodeState = "replace-pending" // replacement needed, but replacement is "manual" (or there is no replacer)
+	StateError          NodeState = "error"           // the last pass failed; see last-error
 	// StateReadbackMismatch: HNS reads an object back otherwise than the
-	// agent wrote it, after two writes; see readback-mismatch.
-	StateReadbackMismatch State = "hns-readback-mismatch"
+	// agent wrote it, and writing it again would not mend it (see
+	// hns.Echo): the object is reported and left alone until the plan or
+	// the object changes; see readback-mismatch.
+	StateReadbackMismatch NodeState = "hns-readback-mismatch"
 )
 
 // Status is what SetStatus publishes.
 type Status struct {
 	Digest string // digest of the plan last applied completely; "" removes the annotation
-	State  State
+	State  NodeState
 	Error  string // "" removes hnsplan.io/last-error
 	// Mismatch is the read-back mismatches, one line; "" removes
 	// hnsplan.io/readback-mismatch.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/replace"
 )
 
@@ -30,7 +31,7 @@ func (e *env) assertRenamed(res replace.Result, err error) {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if res.State != replace.StateConverged || !res.Replaced || res.Reason != hns.ReasonRenamed {
+	if res.State != kube.StateConverged || !res.Replaced || res.Reason != hns.ReasonRenamed {
 		t.Fatalf("Run = %+v, want converged, replaced, %s", res, hns.ReasonRenamed)
 	}
 	have, err := e.hns.Snapshot(context.Background())

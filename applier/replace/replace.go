@@ -46,6 +46,7 @@
 package replace
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,6 +57,7 @@ import (
 	"time"
 
 	"github.com/hnsplan/hnsplan/applier/hns"
+	"github.com/hnsplan/hnsplan/applier/kube"
 )
 
 // Step is one journalled step of a replace.
@@ -89,16 +91,6 @@ var Steps = []Step{
 
 func stepIndex(s Step) int { return slices.Index(Steps, s) }
 
-// State is the node's state for the Node annotation hnsplan.io/state.
-type State string
-
-const (
-	StateReplacing      State = "replacing"       // a replace is under way (or failed and will resume)
-	StateBlocked        State = "blocked"         // the drain did not finish in time; nothing was deleted
-	StateReplacePending State = "replace-pending" // ModeManual: waiting for an operator's confirmation
-	StateConverged      State = "converged"       // done, or nothing to replace
-)
-
 // Mode is how the agent may recreate a network (the intent's
 // windows.replacement).
 type Mode string
@@ -124,12 +116,18 @@ type Config struct {
 	// recorded in the journal.
 	Want       *hns.Want
 	PlanDigest string
+	// Reason is why the caller replaces the network, as its own diff says
+	// ("vni-changed"): a new replace journals it and names it in its
+	// Events and errors. Empty (a caller resuming a journalled replace):
+	// Run's own diff of HNS says why. A journalled replace keeps the
+	// journal's reason.
+	Reason string
 	// JournalPath is the journal file. Its directory must exist.
 	JournalPath string
 
-	// Mode ModeManual makes Run do nothing but report
-	// StateReplacePending until the replace is confirmed: Confirmed is set,
-	// or ConfirmPath holds a confirmation of PlanDigest (see Confirm). A
+	// Mode ModeManual makes Run do nothing but report state
+	// replace-pending until the replace is confirmed: Confirmed is set, or
+	// ConfirmPath holds a confirmation of PlanDigest (see Confirm). A
 	// replace once started is not asked about again.
 	Mode        Mode
 	Confirmed   bool
@@ -153,7 +151,7 @@ type Config struct {
 
 	// OnState is called with each new state, OnEvent with each thing
 	// worth an Event on the Node. Both may be nil.
-	OnState func(State)
+	OnState func(kube.NodeState)
 	OnEvent func(Event)
 
 	// Hook, if set, is called after a step is journalled (after=false)
@@ -171,7 +169,7 @@ type Event struct {
 
 // Result is where a Run ended.
 type Result struct {
-	State  State
+	State  kube.NodeState
 	Reason string // why the network is replaced ("vni-changed"); "" if it is not
 	// Step is the last step journalled.
 	Step Step
@@ -212,16 +210,17 @@ func (e *StepError) Transient() bool {
 
 // Run replaces cfg.Want's network if its identity differs from HNS's, or
 // resumes the replace recorded in the journal. It returns:
-//   - StateConverged and a nil error when the replace is done (the journal
-//     is removed), or when there is nothing to replace (Reason "");
-//   - StateReplacePending and a nil error in ModeManual until confirmed;
-//   - StateBlocked and a *StepError wrapping ErrBlocked when the drain
-//     timed out; nothing was deleted;
-//   - StateReplacing and a *StepError otherwise: the journal names the
-//     step to resume at, and Run may simply be called again.
+//   - kube.StateConverged and a nil error when the replace is done (the
+//     journal is removed), or when there is nothing to replace (Reason "");
+//   - kube.StateReplacePending and a nil error in ModeManual until
+//     confirmed;
+//   - kube.StateBlocked and a *StepError wrapping ErrBlocked when the
+//     drain timed out; nothing was deleted;
+//   - kube.StateReplacing and a *StepError otherwise: the journal names
+//     the step to resume at, and Run may simply be called again.
 //
 // A network that does not exist at all is not a replace (the applier
-// creates it in place) and is reported as StateConverged.
+// creates it in place) and is reported as kube.StateConverged.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.check(); err != nil {
 		return Result{}, err
@@ -289,13 +288,13 @@ type runner struct {
 	// endpoint: name and the plan's, unless the plan renamed them.
 	old, oldHost string
 	j            *Journal
-	state        State
+	state        kube.NodeState
 	res          Result
 	// replaced: the create-network step ran (now or before a crash).
 	replaced bool
 }
 
-func (r *runner) setState(s State) {
+func (r *runner) setState(s kube.NodeState) {
 	r.res.State = s
 	if s != r.state {
 		r.state = s
@@ -334,10 +333,10 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	step := Steps[0]
 	if j == nil {
 		if op == nil || op.Action != hns.Replace {
-			r.setState(StateConverged)
+			r.setState(kube.StateConverged)
 			return r.res, nil
 		}
-		r.res.Reason = op.Reason
+		r.res.Reason = cmp.Or(cfg.Reason, op.Reason)
 		if op.From != "" {
 			_, r.oldHost = hns.Previous(have, cfg.Want)
 			r.old = op.From
@@ -345,21 +344,21 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		if cfg.Mode == ModeManual && !cfg.Confirmed {
 			ok, err := confirmed(cfg.ConfirmPath, cfg.PlanDigest)
 			if err != nil {
-				return r.res, fmt.Errorf("replace network %s (%s): read the confirmation: %w", r.name, op.Reason, err)
+				return r.res, fmt.Errorf("replace network %s (%s): read the confirmation: %w", r.name, r.res.Reason, err)
 			}
 			if !ok {
-				r.setState(StateReplacePending)
-				r.event("", false, "network %s must be recreated (%s), which drains the node: waiting for hnsplan-agent replace --confirm", r.name, op.Reason)
+				r.setState(kube.StateReplacePending)
+				r.event("", false, "network %s must be recreated (%s), which drains the node: waiting for hnsplan-agent replace --confirm", r.name, r.res.Reason)
 				return r.res, nil
 			}
 		}
 		now := cfg.Now()
-		r.j = &Journal{Version: JournalVersion, PlanDigest: cfg.PlanDigest, Reason: op.Reason,
+		r.j = &Journal{Version: JournalVersion, PlanDigest: cfg.PlanDigest, Reason: r.res.Reason,
 			Have: identityOf(have.Network(r.old)), Want: identityOf(&cfg.Want.Network), StartedAt: now}
 		if r.oldHost != cfg.Want.HostEndpoint.Name {
 			r.j.HaveHostEndpoint = r.oldHost
 		}
-		r.event(step, false, "recreating network %s (%s): draining the node", r.name, op.Reason)
+		r.event(step, false, "recreating network %s (%s): draining the node", r.name, r.res.Reason)
 	} else {
 		r.j, step = j, j.Step
 		r.res.Resumed, r.res.Reason = true, j.Reason
@@ -388,7 +387,7 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 			r.event(step, false, "resuming the replace of network %s (%s) at step %s", r.name, j.Reason, step)
 		}
 	}
-	r.setState(StateReplacing)
+	r.setState(kube.StateReplacing)
 
 	for step != "" {
 		if step != r.j.Step {
@@ -410,7 +409,7 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		next, err := r.do(ctx, step)
 		if err != nil {
 			if errors.Is(err, ErrBlocked) {
-				r.setState(StateBlocked)
+				r.setState(kube.StateBlocked)
 			}
 			return r.fail(step, err)
 		}
@@ -430,7 +429,7 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 		}
 	}
 	r.res.Replaced = r.replaced
-	r.setState(StateConverged)
+	r.setState(kube.StateConverged)
 	r.event("", false, "network %s recreated (%s)", r.name, r.j.Reason)
 	return r.res, nil
 }
@@ -716,7 +715,7 @@ func (r *runner) addRoutes(ctx context.Context) error {
 		case hns.KindACL:
 			continue
 		case hns.KindNetwork:
-			return fmt.Errorf("network %s does not have the wanted identity: %s %s (%s)", r.name, op.Action, op.Kind, op.Reason)
+			return fmt.Errorf("network %s does not have the wanted identity: %s %s (%s)", r.name, op.Action.Symbol(), op.Kind, op.Reason)
 		}
 		if err := r.apply(ctx, StepAddRoutes, op); err != nil {
 			return err
@@ -791,7 +790,7 @@ func identityOf(n *hns.Network) hns.Network {
 }
 
 func opLabel(op hns.Op) string {
-	s := fmt.Sprintf("%s %s %s", op.Action, op.Kind, op.Name)
+	s := fmt.Sprintf("%s %s %s", op.Action.Symbol(), op.Kind, op.Name)
 	if op.Network != "" && op.Kind != hns.KindNetwork {
 		s += " on " + op.Network
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/replace"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
@@ -69,7 +70,7 @@ type env struct {
 	drainer *fakeDrainer
 	clock   *fakeClock
 	dir     string
-	states  []replace.State
+	states  []kube.NodeState
 	events  []replace.Event
 }
 
@@ -123,7 +124,7 @@ func (e *env) cfg() replace.Config {
 		Want: want(5000), PlanDigest: digest, JournalPath: e.journal(),
 		DrainTimeout: 5 * time.Minute, ProviderAddressTimeout: time.Minute, PollInterval: time.Second,
 		Now: e.clock.Now, Sleep: e.clock.Sleep,
-		OnState: func(s replace.State) { e.states = append(e.states, s) },
+		OnState: func(s kube.NodeState) { e.states = append(e.states, s) },
 		OnEvent: func(ev replace.Event) { e.events = append(e.events, ev) },
 	}
 }
@@ -142,7 +143,7 @@ func (e *env) assertConverged(res replace.Result, err error) {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	if res.State != replace.StateConverged || !res.Replaced {
+	if res.State != kube.StateConverged || !res.Replaced {
 		t.Fatalf("Run = %+v, want converged and replaced", res)
 	}
 	have, err := e.hns.Snapshot(context.Background())
@@ -220,7 +221,7 @@ func TestHappyPath(t *testing.T) {
 	if res.Reason != "vni-changed" || res.Resumed || len(res.Restored) != 1 || res.Restored[0].Prefix != metadata {
 		t.Errorf("result: %+v", res)
 	}
-	if !slices.Equal(e.states, []replace.State{replace.StateReplacing, replace.StateConverged}) {
+	if !slices.Equal(e.states, []kube.NodeState{kube.StateReplacing, kube.StateConverged}) {
 		t.Errorf("states %v", e.states)
 	}
 	if e.drainer.cordons == 0 || e.drainer.uncordons == 0 {
@@ -243,7 +244,7 @@ func TestHappyPath(t *testing.T) {
 	// Nothing more to replace: a second Run does nothing.
 	e.hns.ResetCalls()
 	res, err = e.run(e.cfg())
-	if err != nil || res.State != replace.StateConverged || res.Replaced || res.Reason != "" {
+	if err != nil || res.State != kube.StateConverged || res.Replaced || res.Reason != "" {
 		t.Errorf("second Run = %+v, %v", res, err)
 	}
 	if n := e.hns.MutatingCalls(); n != 0 {
@@ -378,7 +379,7 @@ func TestBlockedDrain(t *testing.T) {
 	if want := "replace network Calico (vni-changed): step wait-drained: drain blocked"; !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("error %q, want prefix %q", err, want)
 	}
-	if res.State != replace.StateBlocked || !slices.ContainsFunc(res.Pending, func(s string) bool { return strings.Contains(s, "db-0") }) {
+	if res.State != kube.StateBlocked || !slices.ContainsFunc(res.Pending, func(s string) bool { return strings.Contains(s, "db-0") }) {
 		t.Errorf("result %+v", res)
 	}
 	if n := e.hns.MutatingCalls(); n != 0 {
@@ -401,7 +402,7 @@ func TestBlockedDrain(t *testing.T) {
 	if !res.Resumed {
 		t.Error("not resumed")
 	}
-	if !slices.Contains(e.states, replace.StateBlocked) {
+	if !slices.Contains(e.states, kube.StateBlocked) {
 		t.Errorf("states %v", e.states)
 	}
 }
@@ -477,7 +478,7 @@ func TestManual(t *testing.T) {
 			}
 		}
 		res, err := e.run(cfg)
-		if err != nil || res.State != replace.StateReplacePending || res.Reason != "vni-changed" {
+		if err != nil || res.State != kube.StateReplacePending || res.Reason != "vni-changed" {
 			t.Fatalf("Run (confirmation %q) = %+v, %v; want replace-pending", c, res, err)
 		}
 		if n := e.hns.MutatingCalls(); n != 0 || e.drainer.cordons != 0 {
@@ -513,7 +514,7 @@ func TestPlanRevertedBeforeDelete(t *testing.T) {
 	cfg := e.cfg()
 	cfg.Want, cfg.PlanDigest = want(4096), "sha256:4096"
 	res, err := e.run(cfg)
-	if err != nil || res.State != replace.StateConverged || res.Replaced {
+	if err != nil || res.State != kube.StateConverged || res.Replaced {
 		t.Fatalf("Run = %+v, %v", res, err)
 	}
 	if e.drainer.cordoned() {

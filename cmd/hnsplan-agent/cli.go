@@ -18,6 +18,7 @@ import (
 	"github.com/hnsplan/hnsplan/applier"
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/replace"
 	"github.com/hnsplan/hnsplan/applier/statedir"
 	"github.com/hnsplan/hnsplan/compiler/plan"
@@ -360,7 +361,7 @@ func replaceOnce(ctx context.Context, out io.Writer, client hns.Client, p *plan.
 	if err != nil {
 		return &exitError{code: exitFailed, err: fmt.Errorf("%w; the journal %s keeps the replace: run apply --once (or the service) again to resume it", err, journalPath)}
 	}
-	if res.State != replace.StateConverged {
+	if res.State != kube.StateConverged {
 		return &exitError{code: exitFailed, err: fmt.Errorf("the replace of network %s is %s; run apply --once again once that is resolved", want.Network.Name, res.State)}
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/replace"
 	"github.com/hnsplan/hnsplan/applier/statedir"
 )
@@ -98,7 +99,7 @@ The confirmation is for that plan only; a later plan asks again.`,
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			if st.State != "replace-pending" {
+			if st.State != kube.StateReplacePending {
 				return &exitError{code: exitFailed, err: fmt.Errorf("node %s is %s, not replace-pending: there is nothing to confirm", st.Node, st.State)}
 			}
 			if err := replace.Confirm(filepath.Join(stateDir, statedir.ConfirmFile), st.Plan); err != nil {

@@ -105,13 +105,13 @@ Under the Windows service control manager it runs as the service 'hnsplan-agent'
 
 // agentStatus is /status: the reconciler's status with what it applies.
 type agentStatus struct {
-	Node    string   `json:"node"`
-	Plan    string   `json:"plan,omitempty"`    // digest of the plan in force
-	Applied string   `json:"applied,omitempty"` // digest HNS matches
-	State   string   `json:"state"`
-	Error   string   `json:"lastError,omitempty"`
-	Ops     int      `json:"ops"`
-	Pending []string `json:"pending,omitempty"`
+	Node    string         `json:"node"`
+	Plan    string         `json:"plan,omitempty"`    // digest of the plan in force
+	Applied string         `json:"applied,omitempty"` // digest HNS matches
+	State   kube.NodeState `json:"state"`
+	Error   string         `json:"lastError,omitempty"`
+	Ops     int            `json:"ops"`
+	Pending []string       `json:"pending,omitempty"`
 	// Mismatches are the fields HNS reads back otherwise than the agent
 	// wrote them (state hns-readback-mismatch).
 	Mismatches []string `json:"readbackMismatches,omitempty"`
@@ -185,7 +185,7 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var mu sync.Mutex
-	st := agentStatus{Node: f.node, State: applier.StateWaiting}
+	st := agentStatus{Node: f.node, State: kube.StateWaiting}
 	r := &applier.Reconciler{HNS: client, Metrics: applier.NewMetrics(reg), Log: log, Owned: statedir.Record(sd.dir), Echo: statedir.Baseline(sd.dir)}
 	var drainer replace.Drainer = noDrainer{}
 	if kc != nil {
@@ -203,13 +203,13 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 		JournalPath:  filepath.Join(sd.dir, statedir.JournalFile),
 		ConfirmPath:  filepath.Join(sd.dir, statedir.ConfirmFile),
 		DrainTimeout: f.drainTimeout,
-		OnState: func(s replace.State) {
+		OnState: func(s kube.NodeState) {
 			mu.Lock()
-			st.State = string(s)
+			st.State = s
 			applied := st.Applied
 			mu.Unlock()
 			if kc != nil {
-				if err := kc.SetStatus(ctx, kube.Status{Digest: applied, State: kube.State(s)}); err != nil {
+				if err := kc.SetStatus(ctx, kube.Status{Digest: applied, State: s}); err != nil {
 					log.Warn("node status", "err", err)
 				}
 			}
@@ -245,10 +245,10 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 		}
 		current := st.Plan
 		mu.Unlock()
-		if s.Ops > 0 || s.LastError != "" && s.State != applier.StateWaiting {
+		if s.Ops > 0 || s.LastError != "" && s.State != kube.StateWaiting {
 			log.Info("pass", "state", s.State, "ops", s.Ops, "applied", s.Digest, "err", s.LastError)
 		}
-		if s.State != applier.StateError && s.State != applier.StateWaiting && mismatch != mismatchSaid {
+		if s.State != kube.StateError && s.State != kube.StateWaiting && mismatch != mismatchSaid {
 			// Once per new set of mismatches: they stay until the plan or
 			// the object changes.
 			if mismatch != "" {
@@ -260,7 +260,7 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 			mismatchSaid = mismatch
 		}
 		if kc != nil {
-			if err := kc.SetStatus(ctx, kube.Status{Digest: s.Digest, State: kube.State(s.State), Error: s.LastError, Mismatch: mismatch}); err != nil {
+			if err := kc.SetStatus(ctx, kube.Status{Digest: s.Digest, State: s.State, Error: s.LastError, Mismatch: mismatch}); err != nil {
 				log.Warn("node status", "err", err)
 			}
 			// The tunnel changes only with the network: look (a snapshot)
@@ -271,7 +271,7 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 				tunnelFor = s.Digest
 			}
 		}
-		if m, ok := client.(*hnsmem.HNS); ok && f.simulateCNI && s.State == applier.StateConverged {
+		if m, ok := client.(*hnsmem.HNS); ok && f.simulateCNI && s.State == kube.StateConverged {
 			// The network is up: the CNI networks the plan's pods.
 			if n, err := simulatePods(m, r.Plan()); err != nil {
 				log.Warn("simulate the CNI", "err", err)
@@ -284,13 +284,13 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 			// Verify: the next pass should find nothing to do.
 			loop.Trigger()
 		}
-		if s.State == applier.StateConverged && s.Ops == 0 && s.Digest == current {
+		if s.State == kube.StateConverged && s.Ops == 0 && s.Digest == current {
 			select {
 			case converged <- struct{}{}:
 			default:
 			}
 		}
-		if f.untilConverged && s.State == applier.StateReadbackMismatch && s.Ops == 0 {
+		if f.untilConverged && s.State == kube.StateReadbackMismatch && s.Ops == 0 {
 			// It will not converge by itself: say so and stop.
 			select {
 			case errc <- &exitError{code: exitFailed, err: errors.New(s.LastError)}:
@@ -420,7 +420,7 @@ func serve(addr string, reg *prometheus.Registry, status func() agentStatus, kc 
 		case kc != nil && !kc.Synced():
 			http.Error(w, "cluster caches not synced", http.StatusServiceUnavailable)
 		case s.Applied == "":
-			http.Error(w, "no plan applied yet: "+s.State+" "+s.Error, http.StatusServiceUnavailable)
+			http.Error(w, "no plan applied yet: "+string(s.State)+" "+s.Error, http.StatusServiceUnavailable)
 		default:
 			io.WriteString(w, "ok\n")
 		}
