@@ -15,4 +15,10 @@
 // change HNS cannot make in place (a network replace) goes to the
 // Replacer, which drains the node first; without one the pass stops at
 // state replace-pending and changes nothing.
+//
+// Agent is the node agent built on it (`hnsplan-agent run` wires its flags
+// into a Config and runs it): plans from applier/planwatch, the cluster
+// from applier/kube, status to /status, the Node and its Events. Each
+// Pass says what the Loop does next (NextAfter); the agent's main holds
+// no behaviour of its own.
 package applier

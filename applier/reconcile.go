@@ -43,14 +43,12 @@ type Replacer interface {
 }
 
 // Reconciler converges one node's HNS to its plan and the live cluster.
-// Set the fields, then call Pass (once) or Run (the service).
+// Set the fields, then call Pass (once), or run passes in a Loop (Agent).
 type Reconciler struct {
 	HNS hns.Client
 	// Replacer handles network replaces; nil refuses them (state
 	// replace-pending, nothing changed).
 	Replacer Replacer
-	// Report, if set, receives the status after every pass.
-	Report func(context.Context, Status)
 	// Metrics, if set, counts passes, ops and errors.
 	Metrics *Metrics
 	Log     *slog.Logger
@@ -133,9 +131,6 @@ func (r *Reconciler) Pass(ctx context.Context, c *Cluster) (Status, error) {
 	r.mu.Unlock()
 	if r.Metrics != nil {
 		r.Metrics.pass(st, time.Since(start), err)
-	}
-	if r.Report != nil {
-		r.Report(ctx, st)
 	}
 	return st, err
 }

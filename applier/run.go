@@ -2,6 +2,7 @@ package applier
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
@@ -13,16 +14,60 @@ import (
 // pass, so bursts collapse into one.
 const key = "node"
 
+// Next is what the loop does after a pass: the pass decides, the loop
+// does it.
+type Next int
+
+const (
+	// Wait: nothing to do until a trigger (a plan, a cluster change) or
+	// the resync. The backoff is reset.
+	Wait Next = iota
+	// Requeue: look again at once. The backoff is reset.
+	Requeue
+	// Backoff: look again after the rate limiter's next delay (an error,
+	// a blocked drain, caches still syncing).
+	Backoff
+)
+
+func (n Next) String() string {
+	switch n {
+	case Wait:
+		return "wait"
+	case Requeue:
+		return "requeue"
+	case Backoff:
+		return "backoff"
+	}
+	return fmt.Sprintf("Next(%d)", int(n))
+}
+
+// NextAfter is the requeue policy of a reconciler pass that ended in st
+// and err:
+//   - an error: back off (the pass is retried with the rate limiter's
+//     delay, whatever it applied before failing);
+//   - state blocked: back off: a drain a PodDisruptionBudget holds up,
+//     whose end nothing announces (budgets are not watched);
+//   - ops applied: requeue, to verify: the next pass should find nothing
+//     to do (what HNS made of the writes);
+//   - otherwise wait.
+func NextAfter(st Status, err error) Next {
+	switch {
+	case err != nil, st.State == kube.StateBlocked:
+		return Backoff
+	case st.Ops > 0:
+		return Requeue
+	}
+	return Wait
+}
+
 // Loop runs passes until ctx is done, in the shape of sample-controller
 // with a single key: a plan update, a cluster change or the resync ticker
-// asks for a pass (Trigger); a failed pass is retried with the rate
-// limiter's backoff; a pass that succeeds resets it.
+// asks for a pass (Trigger), and each pass says what comes next (Next):
+// wait, requeue at once, or retry with the rate limiter's backoff.
 type Loop struct {
-	R *Reconciler
-	// Cluster returns the live cluster, or nil when there is none (a
-	// plan-only agent). ok false means its caches are not synced yet:
-	// the pass waits rather than program pods from a partial view.
-	Cluster func() (c *Cluster, ok bool)
+	// Pass runs one pass and says what to do next. retries is how many
+	// passes in a row have backed off.
+	Pass func(ctx context.Context, retries int) Next
 	// Resync is the period of passes that catch drift nobody announced
 	// (a reboot that dropped a non-persistent network). Default 5 min.
 	Resync time.Duration
@@ -82,28 +127,16 @@ func (l *Loop) next(ctx context.Context) bool {
 		return false
 	}
 	defer l.queue.Done(k)
-	var c *Cluster
-	if l.Cluster != nil {
-		var ok bool
-		if c, ok = l.Cluster(); !ok {
-			l.queue.AddRateLimited(k) // caches syncing: look again soon
-			return true
+	switch l.Pass(ctx, l.queue.NumRequeues(k)) {
+	case Backoff:
+		if ctx.Err() == nil {
+			l.queue.AddRateLimited(k)
 		}
+	case Requeue:
+		l.queue.Forget(k)
+		l.queue.Add(k)
+	default:
+		l.queue.Forget(k)
 	}
-	st, err := l.R.Pass(ctx, c)
-	if err != nil && ctx.Err() == nil {
-		if l.R.Log != nil {
-			l.R.Log.Warn("pass failed; retrying", "err", err, "retries", l.queue.NumRequeues(k))
-		}
-		l.queue.AddRateLimited(k)
-		return true
-	}
-	if st.State == kube.StateBlocked {
-		// A drain a PodDisruptionBudget holds up: nothing announces its
-		// end (budgets are not watched), so look again, backing off.
-		l.queue.AddRateLimited(k)
-		return true
-	}
-	l.queue.Forget(k)
 	return true
 }

@@ -284,10 +284,10 @@ func TestOperationsStatesAndSteps(t *testing.T) {
 }
 
 // TestOperationsFlagsAndEndpoints: every flag of hnsplan-agent and every
-// HTTP path it serves is in operations.md.
+// HTTP path it serves (applier.Agent's handler) is in operations.md.
 func TestOperationsFlagsAndEndpoints(t *testing.T) {
 	var flags, paths []string
-	for _, gf := range sourceFiles(t, "cmd/hnsplan-agent") {
+	for _, gf := range slices.Concat(sourceFiles(t, "cmd/hnsplan-agent"), sourceFiles(t, "applier")) {
 		ast.Inspect(gf.f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
 			if !ok {

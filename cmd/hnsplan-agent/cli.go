@@ -350,7 +350,7 @@ func mismatched(out io.Writer, ms []hns.Mismatch) error {
 // operator's confirmation, whatever the plan's replacement mode.
 func replaceOnce(ctx context.Context, out io.Writer, client hns.Client, p *plan.NodePlan, want *hns.Want, journalPath string) error {
 	res, err := replace.Run(ctx, replace.Config{
-		HNS: client, Drainer: noDrainer{}, HostRoutes: hostRoutes(),
+		HNS: client, Drainer: applier.NoDrainer{}, HostRoutes: hostRoutes(),
 		Want: want, PlanDigest: p.Digest, JournalPath: journalPath,
 		Mode: replace.ModeDrain, Confirmed: true,
 		DrainTimeout: time.Nanosecond, // never wait: there is nothing to drain with

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hnsplan/hnsplan/applier"
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
 	"github.com/hnsplan/hnsplan/applier/replace"
@@ -116,7 +117,7 @@ func TestApplyResumesJournal(t *testing.T) {
 	}
 	want, _ := hns.WantFromPlan(head, hns.LiveValues{})
 	errKilled := errors.New("killed")
-	_, err = replace.Run(context.Background(), replace.Config{HNS: h, Drainer: noDrainer{}, HostRoutes: replace.NewMemRoutes(),
+	_, err = replace.Run(context.Background(), replace.Config{HNS: h, Drainer: applier.NoDrainer{}, HostRoutes: replace.NewMemRoutes(),
 		Want: want, PlanDigest: head.Digest, JournalPath: filepath.Join(state, statedir.JournalFile),
 		Hook: func(s replace.Step, after bool) error {
 			if s == replace.StepDeleteNetwork && after {

@@ -48,22 +48,22 @@ func verifySigned(out io.Writer, planFile string, data []byte, ring plan.Keyring
 
 // startTrust returns the Trust run's plan source needs, or nil when
 // plans are not authenticated (logged once, here). With the ConfigMap it
-// starts the watcher with goFn; its changes are logged, and a ConfigMap
-// that trusts nothing is an Event as well.
-func startTrust(ctx context.Context, f *runFlags, log *slog.Logger, cs kubernetes.Interface, kc *kube.Client, goFn func(func())) (*planwatch.Trust, error) {
+// returns its watcher, to run beside the agent; its changes are logged,
+// and a ConfigMap that trusts nothing is an Event as well.
+func startTrust(f *runFlags, log *slog.Logger, cs kubernetes.Interface, kc *kube.Client) (*planwatch.Trust, func(context.Context), error) {
 	switch {
 	case f.trustedKeys != "" && f.trustedKeysCM:
-		return nil, &exitError{code: exitUsage, err: errors.New("--trusted-keys and --trusted-keys-configmap: give one; a ConfigMap beside the file would let its writers add keys the file does not trust")}
+		return nil, nil, &exitError{code: exitUsage, err: errors.New("--trusted-keys and --trusted-keys-configmap: give one; a ConfigMap beside the file would let its writers add keys the file does not trust")}
 	case f.trustedKeys != "":
 		ring, err := readTrustedKeys(f.trustedKeys)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		log.Info("plans must be signed", "trustedKeys", ring.String(), "from", f.trustedKeys)
-		return planwatch.NewTrust(ring), nil
+		return planwatch.NewTrust(ring), nil, nil
 	case f.trustedKeysCM:
 		if cs == nil {
-			return nil, &exitError{code: exitUsage, err: errors.New("--trusted-keys-configmap needs a cluster: --kubeconfig, or run in-cluster")}
+			return nil, nil, &exitError{code: exitUsage, err: errors.New("--trusted-keys-configmap needs a cluster: --kubeconfig, or run in-cluster")}
 		}
 		tk := &planwatch.TrustedKeys{Client: cs}
 		trust := planwatch.NewTrust(nil)
@@ -79,9 +79,8 @@ func startTrust(ctx context.Context, f *runFlags, log *slog.Logger, cs kubernete
 			}
 			log.Info("plans must be signed", "trustedKeys", ring.String(), "from", tk.Source())
 		}
-		goFn(func() { tk.Run(ctx) })
-		return trust, nil
+		return trust, func(ctx context.Context) { _ = tk.Run(ctx) }, nil // its error is ctx's
 	}
 	log.Warn("plans are not authenticated: any plan whose digest verifies is applied, whoever wrote it; sign plans (hnsplan compile --sign-key) and give --trusted-keys FILE")
-	return nil, nil
+	return nil, nil, nil
 }

@@ -1,0 +1,6 @@
+package applier
+
+import "github.com/hnsplan/hnsplan/applier/planwatch"
+
+// TakePlan takes u as if the plan source had delivered it.
+func (a *Agent) TakePlan(u planwatch.Update) { a.takePlan(u) }
