@@ -7,11 +7,13 @@ import (
 )
 
 // A Client reads and changes HNS. Implementations: hnswin (Windows) and
-// hnsmem (tests, dry runs, the demo).
+// hnsmem (tests, dry runs, the demo). Both are held to one contract, the
+// conformance suite in applier/hns/hnstest, which spells it out.
 type Client interface {
 	// Features reports what this host's HNS supports.
 	Features(ctx context.Context) (Features, error)
-	// Snapshot returns every HNS object, owned or not.
+	// Snapshot returns every HNS object, owned or not, in canonical order
+	// (State.Canonical). The state is the caller's to change.
 	Snapshot(ctx context.Context) (*State, error)
 	// Apply performs op. Calling it again after a failure is safe: an op
 	// whose effect is already there is a no-op.

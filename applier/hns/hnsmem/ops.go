@@ -302,14 +302,14 @@ func (t *txn) applyRoute(op hns.Op) error {
 		}
 		return t.addRoute(call, op.Network, *op.RouteSpec)
 	case hns.Delete:
-		return t.removeRoute(call, op.Network, op.RouteSpec, op.Name)
+		return t.removeRoute(op.Network, op.RouteSpec, op.Name)
 	case hns.Replace:
 		// Policies have no modify: remove the prefix's route, add the new
 		// one (flannel does exactly this, hcsshim-hns.md §4 "flannel VXLAN").
 		if op.RouteSpec == nil {
 			return badOp(op, "no RouteSpec")
 		}
-		if err := t.removeRoute(call, op.Network, nil, op.RouteSpec.Prefix.String()); err != nil {
+		if err := t.removeRoute(op.Network, nil, op.RouteSpec.Prefix.String()); err != nil {
 			return err
 		}
 		return t.addRoute(call, op.Network, *op.RouteSpec)
@@ -372,11 +372,12 @@ func (t *txn) addRoute(call, network string, r hns.RemoteRoute) error {
 // removeRoute removes one RemoteSubnetRoute policy. With r, it matches on
 // the full settings (hcsshim-hns.md §6 item 4, "Remove matching on the
 // full settings"); without, on the prefix alone (name). A route that is
-// not there is a no-op (idempotence).
-func (t *txn) removeRoute(call, network string, r *hns.RemoteRoute, name string) error {
+// not there is a no-op (idempotence), on a missing network too: it went
+// with its network (hnswin does the same; hnstest's routes check).
+func (t *txn) removeRoute(network string, r *hns.RemoteRoute, name string) error {
 	n := t.st.Network(network)
 	if n == nil {
-		return herr(call, hns.CodeNetworkNotFound, "network %q not found", network)
+		return nil
 	}
 	n.RemoteRoutes = slices.DeleteFunc(n.RemoteRoutes, func(h hns.RemoteRoute) bool {
 		if r != nil {
