@@ -54,6 +54,9 @@ type Reconciler struct {
 	Log     *slog.Logger
 	// Attempts is how often a transient HNS error is tried (default 3).
 	Attempts int
+	// RouteBatch is how many routes one HNS call adds or removes (0:
+	// hns.DefaultRouteBatch; 1: one call per route, as before batches).
+	RouteBatch int
 	// GC, if set, removes pod endpoints no pod explains (see GC).
 	GC *GC
 	// Owned, if set, keeps the record of the network the agent owns (its
@@ -178,10 +181,8 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 		}
 		gc := r.GC.ops(ctx, p.Node, have, want, c)
 		ops = append(ops, gc...)
-		for i, op := range ops {
-			if err := r.apply(ctx, op); err != nil {
-				return Status{Ops: i, Pending: pending}, fmt.Errorf("%s: %w (%d of %d ops applied; the next pass resumes)", strings.TrimSpace(op.String()), err, i, len(ops))
-			}
+		if n, err := r.applyOps(ctx, ops); err != nil {
+			return Status{Ops: n, Pending: pending}, fmt.Errorf("%w (%d of %d ops applied; the next pass resumes)", err, n, len(ops))
 		}
 		for _, op := range gc {
 			r.GC.forget(op.Name)

@@ -197,7 +197,8 @@ func TestMetrics(t *testing.T) {
 	}
 	for k, v := range map[string]float64{
 		"hnsplan_hns_ops_total{action=create,kind=network,result=ok}":   1,
-		"hnsplan_hns_ops_total{action=create,kind=route,result=ok}":     3,
+		"hnsplan_hns_ops_total{action=create,kind=routes,result=ok}":    1, // 3 routes, one batched call
+		"hnsplan_hns_ops_total{action=create,kind=route,result=ok}":     0,
 		"hnsplan_hns_ops_total{action=create,kind=endpoint,result=ok}":  1,
 		"hnsplan_applied_plan{digest=" + ex.plans["win-1"].Digest + "}": 1,
 		"hnsplan_drift_ops{}": 5,

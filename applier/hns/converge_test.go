@@ -317,36 +317,55 @@ func wantOf(have *hns.State) *hns.Want {
 	return w
 }
 
-// TestMutatingCallsPerObject: at the scale, converging makes one
-// mutating call per object that differs (10 moved routes: 20, one removed
-// and one added each; 7 ACL lists: 7), and a second pass makes none.
+// TestMutatingCallsPerObject: at the scale, Diff's ops are one per
+// object that differs (10 moved routes: 20, one removed and one added
+// each; 7 ACL lists: 7), and applied op by op they make one mutating call
+// each. Batched as the applier sends them (BatchRoutes), routes cost
+// otherwise: one call per batch of up to DefaultRouteBatch routes of one
+// network and one direction, here 2 for the 20 route ops (remove, then
+// add), so 9 calls for the 27 differing objects. ACL lists, networks and
+// endpoints stay one call each. A second pass makes none either way.
 func TestMutatingCallsPerObject(t *testing.T) {
 	const routes, endpoints = 10, 7
-	have, want := hns.BigNode(routes, endpoints)
-	h := loadBig(t, have)
-	snap, err := h.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, op := range hns.Diff(snap, want) {
-		if err := h.Apply(ctx, op); err != nil {
+	differing := 2*routes + endpoints
+	for _, tc := range []struct {
+		name  string
+		batch int
+		calls int
+	}{
+		{"op by op", 1, differing},
+		{"batched", hns.DefaultRouteBatch, 2 + endpoints},
+	} {
+		have, want := hns.BigNode(routes, endpoints)
+		h := loadBig(t, have)
+		snap, err := h.Snapshot(ctx)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	differing := 2*routes + endpoints
-	if got := h.MutatingCalls(); got != differing {
-		t.Errorf("%d mutating calls for %d differing objects (ratio %.2f, want 1.0)", got, differing, float64(got)/float64(differing))
-	}
-	h.ResetCalls()
-	snap, _ = h.Snapshot(ctx)
-	if ops := hns.Diff(snap, want); len(ops) != 0 || h.MutatingCalls() != 0 {
-		t.Errorf("second pass: %d ops, %d mutating calls", len(ops), h.MutatingCalls())
+		ops := hns.Diff(snap, want)
+		if len(ops) != differing {
+			t.Errorf("%s: Diff made %d ops for %d differing objects", tc.name, len(ops), differing)
+		}
+		for _, op := range hns.BatchRoutes(ops, tc.batch) {
+			if err := h.Apply(ctx, op); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := h.MutatingCalls(); got != tc.calls {
+			t.Errorf("%s: %d mutating calls for %d differing objects (ratio %.2f), want %d", tc.name, got, differing, float64(got)/float64(differing), tc.calls)
+		}
+		h.ResetCalls()
+		snap, _ = h.Snapshot(ctx)
+		if ops := hns.Diff(snap, want); len(ops) != 0 || h.MutatingCalls() != 0 {
+			t.Errorf("%s: second pass: %d ops, %d mutating calls", tc.name, len(ops), h.MutatingCalls())
+		}
 	}
 }
 
 // BenchmarkConverge is one agent pass at the scale through the
 // in-memory HNS: Snapshot, Diff, Apply of 27 differing objects, back and
-// forth between two states. It reports mutating calls per differing
+// forth between two states, op by op (no batches: see
+// TestMutatingCallsPerObject). It reports mutating calls per differing
 // object, which must be 1.
 func BenchmarkConverge(b *testing.B) {
 	const routes, endpoints = 10, 7

@@ -50,8 +50,8 @@ type Network struct {
 	HostRoute bool `json:"hostRoute,omitempty"`
 	// AdapterName is the NetAdapterName policy ("": none).
 	AdapterName string `json:"adapterName,omitempty"`
-	// RemoteRoutes are the RemoteSubnetRoute policies, added and removed
-	// one by one.
+	// RemoteRoutes are the RemoteSubnetRoute policies: one op each in
+	// Diff, sent in batches (BatchRoutes).
 	RemoteRoutes []RemoteRoute `json:"remoteRoutes,omitempty"`
 	// ProviderAddress and DRMAC are the policies HNS adds to a new Overlay
 	// network by itself; want leaves them empty and Diff ignores them.

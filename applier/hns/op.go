@@ -25,6 +25,7 @@ type Kind string
 const (
 	KindNetwork     Kind = "network"     // a whole network (create, delete, replace)
 	KindRoute       Kind = "route"       // one RemoteSubnetRoute policy of a network
+	KindRoutes      Kind = "routes"      // many RemoteSubnetRoute policies of one network, in one call (BatchRoutes)
 	KindNetPolicies Kind = "netpolicies" // a network's other policies (HostRoute, NetAdapterName, VxlanPort)
 	KindEndpoint    Kind = "endpoint"    // an owned endpoint (the host endpoint)
 	KindACL         Kind = "acl"         // the ACL list of an endpoint (owned or the CNI's)
@@ -46,8 +47,11 @@ type Op struct {
 	From   string
 	Reason string
 
-	NetworkSpec  *Network
-	RouteSpec    *RemoteRoute
+	NetworkSpec *Network
+	RouteSpec   *RemoteRoute
+	// Routes are, for a KindRoutes op (Create or Delete), the routes it
+	// adds or removes, all on Network: one HNS call (BatchRoutes).
+	Routes       []RemoteRoute
 	EndpointSpec *Endpoint
 	// ACLs is the endpoint's new ACL list; Keep are its other policies,
 	// sent along because an Update replaces the whole policy list.
@@ -66,6 +70,8 @@ func (o Op) String() string {
 		fmt.Fprintf(&b, " (was %s)", o.From)
 	}
 	switch {
+	case o.Kind == KindRoutes && len(o.Routes) > 0:
+		fmt.Fprintf(&b, " (%d routes, %s … %s)", len(o.Routes), o.Routes[0].Prefix, o.Routes[len(o.Routes)-1].Prefix)
 	case o.RouteSpec != nil && o.Action != Delete:
 		fmt.Fprintf(&b, " (VSID %d, PA %s, DR MAC %s)", o.RouteSpec.VNI, o.RouteSpec.ProviderAddress, o.RouteSpec.DRMAC)
 	case o.Kind == KindACL:

@@ -710,7 +710,8 @@ func (r *runner) addRoutes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, op := range hns.Diff(have, r.cfg.Want) {
+	// Routes in batches: a retried batch sends only what has not landed.
+	for _, op := range hns.BatchRoutes(hns.Diff(have, r.cfg.Want), hns.DefaultRouteBatch) {
 		switch op.Kind {
 		case hns.KindACL:
 			continue

@@ -431,7 +431,7 @@ func openRunHNS(flag, quirks string) (hns.Client, error) {
 }
 
 const memQuirksHelp = "with --hns mem: the HNS read-back quirks to model, comma-separated (" +
-	"no-vxlanport-echo, no-acl-id, acl-any-empty, acl-extra-fields, acl-priority-default, duplicate-endpoint-names, vsid-unreadable, vsid-echo-differs; see docs/first-windows-host.md)"
+	"no-vxlanport-echo, no-acl-id, acl-any-empty, acl-extra-fields, acl-priority-default, duplicate-endpoint-names, vsid-unreadable, vsid-echo-differs, route-batch-partial; see docs/first-windows-host.md)"
 
 // openHNS returns the client --hns names, the in-memory one with the
 // --mem-quirks given. The in-memory HNS plays the plan's node: its

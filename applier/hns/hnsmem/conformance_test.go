@@ -60,6 +60,18 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// TestConformanceRouteBatches is the Windows workflow's 1,000 routes in
+// batches of 500, on the model, in both batch modes.
+func TestConformanceRouteBatches(t *testing.T) {
+	for _, opts := range [][]hnsmem.Option{nil, {hnsmem.WithQuirks(hnsmem.QuirkRouteBatchPartial)}} {
+		err := hnstest.TestClient(context.Background(), seeded(t, opts...), hnstest.Options{
+			BatchRoutes: 1000, BatchSize: 500, Only: []string{"route-batch"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // seeded is a model holding foreign objects, as a node does: the suite
 // must leave them alone.
 func seeded(t *testing.T, opts ...hnsmem.Option) *hnsmem.HNS {

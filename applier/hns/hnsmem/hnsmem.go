@@ -261,7 +261,10 @@ func (m *HNS) Apply(ctx context.Context, op hns.Op) error {
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err == nil {
+	switch {
+	case op.Kind == hns.KindRoutes && m.cfg.quirks.has(QuirkRouteBatchPartial) && m.cfg.features.V2API:
+		err = m.partialBatch(op, err)
+	case err == nil:
 		err = m.transact(func(t *txn) error {
 			if !t.cfg.features.V2API {
 				return unsupported(method)
@@ -270,6 +273,34 @@ func (m *HNS) Apply(ctx context.Context, op hns.Op) error {
 		})
 	}
 	m.calls = append(m.calls, Call{Method: method, Object: object, Request: request, Err: err})
+	return err
+}
+
+// partialBatch applies a batched route op under QuirkRouteBatchPartial:
+// a batch that fails keeps the routes applied before the failure. A route
+// HNS refuses fails the batch there; an injected failure (injected, not
+// nil) lands the first k routes, k = the call's number modulo (routes+1),
+// so that a test meets batches that landed in none, some and all of
+// their routes and still failed. The caller holds m.mu.
+func (m *HNS) partialBatch(op hns.Op, injected error) error {
+	n := len(op.Routes)
+	if injected != nil {
+		n = m.total % (len(op.Routes) + 1)
+	}
+	var done int
+	err := m.transact(func(t *txn) error {
+		var err error
+		done, err = t.applyRoutes(op, n)
+		return err
+	})
+	if err == nil {
+		return injected
+	}
+	if done > 0 { // keep what landed before the refused route
+		if serr := m.transact(func(t *txn) error { _, err := t.applyRoutes(op, done); return err }); serr != nil {
+			return serr
+		}
+	}
 	return err
 }
 

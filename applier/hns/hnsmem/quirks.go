@@ -52,12 +52,22 @@ const (
 	// than was sent (one more): a read-back that no write can mend, to
 	// test the agent's loop breaker.
 	QuirkVSIDEchoDiffers Quirk = "vsid-echo-differs"
+	// QuirkRouteBatchPartial: a batched route op (hns.KindRoutes, one
+	// ModifyNetworkSettings request with many RemoteSubnetRoute policies)
+	// that fails keeps the routes applied before the failure. Without it
+	// a failed batch changes nothing (all or nothing). Which one real HNS
+	// does is unverified: no public source shows a batch of network
+	// policies failing in part, and Felix and flannel send one route per
+	// request. The agent assumes neither: after a failed batch it reads
+	// the network back (hns.RoutesLeft).
+	QuirkRouteBatchPartial Quirk = "route-batch-partial"
 )
 
 // Quirks lists every quirk, in a fixed order.
 var Quirks = []Quirk{
 	QuirkNoVxlanPortEcho, QuirkNoACLID, QuirkACLAnyEmpty, QuirkACLExtraFields,
 	QuirkACLPriorityDefault, QuirkDuplicateEndpointNames, QuirkVSIDUnreadable, QuirkVSIDEchoDiffers,
+	QuirkRouteBatchPartial,
 }
 
 // DefaultACLPriority is the priority QuirkACLPriorityDefault reads back

@@ -128,6 +128,7 @@ var checks = []check{
 	{"host-attached", checkHostAttached},
 	{"acl", checkACL},
 	{"routes", checkRoutes},
+	{"route-batch", checkRouteBatch},
 	{"snapshot", checkSnapshot},
 	{"context", checkContext},
 }

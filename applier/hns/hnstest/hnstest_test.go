@@ -86,6 +86,27 @@ func TestSuiteFails(t *testing.T) {
 			}
 			return b.HNS.Apply(ctx, op)
 		}}},
+		{"batch applies its first route only", "route-batch: after adding half", broken{apply: func(b *broken, ctx context.Context, op hns.Op) error {
+			if op.Kind == hns.KindRoutes {
+				op.Routes = op.Routes[:1]
+			}
+			return b.HNS.Apply(ctx, op)
+		}}},
+		{"batch refused in part lands an invalid route", "route-batch: ", broken{apply: func(b *broken, ctx context.Context, op hns.Op) error {
+			if op.Kind == hns.KindRoutes && op.Action == hns.Create {
+				for _, r := range op.Routes {
+					if r.VNI > 0xFFFF { // land the others, then a stray one, then fail
+						stray := op.Routes[0]
+						stray.Prefix = netip.MustParsePrefix("192.0.2.0/26")
+						if err := b.HNS.Apply(ctx, hns.Op{Action: hns.Create, Kind: hns.KindRoute, Name: stray.Prefix.String(), Network: op.Network, RouteSpec: &stray}); err != nil {
+							return err
+						}
+						break
+					}
+				}
+			}
+			return b.HNS.Apply(ctx, op)
+		}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.b

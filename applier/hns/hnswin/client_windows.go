@@ -133,6 +133,8 @@ func (c *Client) Apply(ctx context.Context, op hns.Op) error {
 		err = c.applyNetwork(ctx, op)
 	case hns.KindRoute:
 		err = c.applyRoute(op)
+	case hns.KindRoutes:
+		err = c.applyRoutes(op)
 	case hns.KindNetPolicies:
 		err = c.applyNetPolicies(op)
 	case hns.KindEndpoint:
@@ -255,7 +257,8 @@ func (c *Client) applyNetPolicies(op hns.Op) error {
 
 // --- routes ---
 
-// applyRoute adds or removes one RemoteSubnetRoute policy. A route is
+// applyRoute adds or removes one RemoteSubnetRoute policy (applyRoutes
+// many). A route is
 // removed by sending back the policy exactly as HNS holds it.
 func (c *Client) applyRoute(op hns.Op) error {
 	n, err := getNetwork(op.Network)
@@ -294,6 +297,38 @@ func (c *Client) applyRoute(op hns.Op) error {
 		return modifyNetworkPolicies(n, hcn.RequestTypeRemove, toNetPolicies(found))
 	}
 	return errUnsupportedOp(op)
+}
+
+// applyRoutes adds or removes many RemoteSubnetRoute policies in one
+// ModifyNetworkSettings request: hcn's PolicyNetworkRequest carries a
+// list (what AddPolicy and RemovePolicy send, with RequestType Add or
+// Remove). Routes already as wanted are left out of the request (see
+// routeBatch); a removal sends the policies exactly as read.
+func (c *Client) applyRoutes(op hns.Op) error {
+	if op.Action != hns.Create && op.Action != hns.Delete {
+		return errUnsupportedOp(op)
+	}
+	n, err := getNetwork(op.Network)
+	if err != nil {
+		if op.Action == hns.Delete && hns.IsNotFound(err) {
+			return nil // gone with their network
+		}
+		return err
+	}
+	add, drop, err := routeBatch(fromNetPolicies(n.Policies), op.Routes, op.Action == hns.Delete)
+	if err != nil {
+		return err
+	}
+	if op.Action == hns.Delete {
+		return modifyNetworkPolicies(n, hcn.RequestTypeRemove, toNetPolicies(drop))
+	}
+	ps := make([]hcn.NetworkPolicy, len(add))
+	for i := range add {
+		if ps[i], err = routePolicy(&add[i]); err != nil {
+			return err
+		}
+	}
+	return modifyNetworkPolicies(n, hcn.RequestTypeAdd, ps)
 }
 
 // --- endpoints ---

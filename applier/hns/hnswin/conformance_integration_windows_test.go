@@ -28,3 +28,22 @@ func TestIntegrationConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestIntegrationRouteBatches adds and removes 1,000 RemoteSubnetRoute
+// policies in batches of 500 (one ModifyNetworkSettings request each)
+// and reads them back after every step: the suite's route-batch check at
+// the scale of a large cluster.
+func TestIntegrationRouteBatches(t *testing.T) {
+	c := newClient(t)
+	err := hnstest.TestClient(context.Background(), c, hnstest.Options{
+		Prefix:        fmt.Sprintf("hnsplan-it-%08x", rand.Uint32()),
+		NonPersistent: true,
+		BatchRoutes:   1000,
+		BatchSize:     500,
+		Only:          []string{"route-batch"},
+		Logf:          t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -19,8 +19,10 @@
 // A network's identity (type, subnets, gateways, VSID) is set when it is
 // created; its VxlanPort, HostRoute and NetAdapterName policies are
 // created with it and changed in place with ModifyNetworkSettings; its
-// RemoteSubnetRoute policies are added and removed one by one, a removal
-// sending back the exact policy read from HNS. The ProviderAddress and
+// RemoteSubnetRoute policies are added and removed one by one (KindRoute)
+// or many in one ModifyNetworkSettings request (KindRoutes, the
+// applier's batches), a removal sending back the exact policies read
+// from HNS. The ProviderAddress and
 // DrMacAddress policies HNS adds to an Overlay network are read into
 // Network.ProviderAddress and Network.DRMAC and never written.
 //

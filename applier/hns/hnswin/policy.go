@@ -232,6 +232,42 @@ func checkVNI16(vni uint32) error {
 	return nil
 }
 
+// routeBatch is what a batched route op sends, given the network's
+// policies as read (have): to add, the routes of rs not there already; to
+// remove, the RemoteSubnetRoute policies of have that are routes of rs,
+// exactly as read (HNS matches a removal on the full settings). Routes
+// already as wanted are left out, so a retried batch sends only what is
+// left, and an empty batch is no call at all.
+func routeBatch(have []rawPolicy, rs []hns.RemoteRoute, remove bool) (add []hns.RemoteRoute, drop []rawPolicy, err error) {
+	held := map[hns.RemoteRoute][]rawPolicy{}
+	for _, p := range have {
+		if p.Type != plan.TypeRemoteSubnetRoute {
+			continue
+		}
+		h, err := parseRoute(p.Settings)
+		if err != nil {
+			return nil, nil, fmt.Errorf("RemoteSubnetRoute policy %s: %w", p.Settings, err)
+		}
+		held[h] = append(held[h], p)
+	}
+	seen := map[hns.RemoteRoute]bool{}
+	for _, r := range rs {
+		key := r
+		key.Prefix, key.DRMAC = r.Prefix.Masked(), readMAC(r.DRMAC)
+		if seen[key] {
+			continue // twice in one request
+		}
+		seen[key] = true
+		switch ps := held[key]; {
+		case remove:
+			drop = append(drop, ps...)
+		case len(ps) == 0:
+			add = append(add, r)
+		}
+	}
+	return add, drop, nil
+}
+
 // findRoutes returns the RemoteSubnetRoute policies in have that are r
 // (or, if byPrefix, that merely have r's prefix), exactly as read.
 func findRoutes(have []rawPolicy, r hns.RemoteRoute, byPrefix bool) ([]rawPolicy, error) {

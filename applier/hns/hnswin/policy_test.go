@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/hnsplan/hnsplan/applier/hns"
@@ -234,5 +235,31 @@ func TestSubsumes(t *testing.T) {
 		if got := subsumes(json.RawMessage(tt.got), json.RawMessage(tt.have)); got != tt.want {
 			t.Errorf("subsumes(%s, %s) = %v, want %v", tt.got, tt.have, got, tt.want)
 		}
+	}
+}
+
+// TestRouteBatch: a batch adds what is not there and removes what is,
+// as read (the MAC in HNS's lower case), and sends nothing for routes
+// already as wanted, so that a retried batch sends only what is left.
+func TestRouteBatch(t *testing.T) {
+	there := hns.RemoteRoute{Prefix: netip.MustParsePrefix("10.244.2.0/24"), VNI: 4096,
+		ProviderAddress: netip.MustParseAddr("192.168.0.11"), DRMAC: "0E-2A-0A-F4-02-01"}
+	moved := there
+	moved.ProviderAddress = netip.MustParseAddr("192.168.0.99")
+	fresh := hns.RemoteRoute{Prefix: netip.MustParsePrefix("10.244.3.0/24"), VNI: 4096,
+		ProviderAddress: netip.MustParseAddr("192.168.0.12"), DRMAC: "0E-2A-0A-F4-03-01"}
+	batch := []hns.RemoteRoute{there, moved, fresh, fresh}
+
+	add, drop, err := routeBatch(overlayPolicies, batch, false)
+	if err != nil || len(drop) != 0 || !reflect.DeepEqual(add, []hns.RemoteRoute{moved, fresh}) {
+		t.Errorf("add batch = %v, %s, %v; want the two routes not there, once each", add, drop, err)
+	}
+	add, drop, err = routeBatch(overlayPolicies, batch, true)
+	if err != nil || len(add) != 0 || !reflect.DeepEqual(drop, []rawPolicy{overlayPolicies[2]}) {
+		t.Errorf("remove batch = %v, %s, %v; want the one route there, as read", add, drop, err)
+	}
+	bad := append(slices.Clone(overlayPolicies), raw("RemoteSubnetRoute", `{"DestinationPrefix":"nope"}`))
+	if _, _, err := routeBatch(bad, batch, false); err == nil {
+		t.Error("a route policy HNS holds that cannot be read: no error")
 	}
 }
