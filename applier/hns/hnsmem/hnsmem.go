@@ -19,7 +19,8 @@
 // counted (MutatingCalls) whether it succeeds, is a no-op, fails, or is
 // failed on purpose (FailCall, FailNext). Apply is atomic: it works on a
 // copy of the state and keeps the copy only if everything succeeded (and,
-// with Open, was saved), so a failed call never leaves half-made objects.
+// with Open, was saved), so a failed call never leaves half-made objects;
+// the one exception is a batch of routes under QuirkRouteBatchPartial.
 //
 // Objects made by others (the CNI's pod endpoints, kube-proxy's remote
 // endpoints and load balancers, the "nat" network) are seeded with
