@@ -11,6 +11,7 @@ import (
 	"github.com/hnsplan/hnsplan/applier"
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
@@ -93,7 +94,7 @@ func TestConvergeBatchedRoutes(t *testing.T) {
 					converged := false
 					for pass := 0; pass < 8 && !converged; pass++ {
 						st, err := rec.Pass(ctx, nil)
-						converged = err == nil && st.State == applier.StateConverged
+						converged = err == nil && st.State == kube.StateConverged
 					}
 					if !converged {
 						t.Fatalf("seed %d step %d: not converged after 8 passes: %+v", seed, step, rec.Status())

@@ -36,7 +36,7 @@ func TestBatchRoutes(t *testing.T) {
 	got := hns.BatchRoutes(ops, 2)
 	var shape []string
 	for _, op := range got {
-		shape = append(shape, fmt.Sprintf("%s %s %s %d", op.Action, op.Kind, op.Network, len(op.Routes)))
+		shape = append(shape, fmt.Sprintf("%s %s %s %d", op.Action.Symbol(), op.Kind, op.Network, len(op.Routes)))
 	}
 	want := []string{"+ network  0", "- routes Calico 2", "- routes Calico 2", "- routes Calico 1", "+ routes Calico 2", "+ routes Calico 1", "+ routes Other 1", "+ endpoint Calico 0"}
 	if !slices.Equal(shape, want) {
