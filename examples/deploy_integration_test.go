@@ -1,6 +1,6 @@
 //go:build integration
 
-// Integration tests of examples/deploy against a real kube-apiserver and
+// Integration tests of deploy/ against a real kube-apiserver and
 // etcd: make test-integration, or
 //
 //	KAS_RUN_DIR=/tmp/kas hack/kube-test-env.sh start   # from the repository root
@@ -67,7 +67,7 @@ func agentConfig(admin *rest.Config, node string) *rest.Config {
 	return cfg
 }
 
-// applyDeploy server-side applies every object of examples/deploy, as an
+// applyDeploy server-side applies every object of deploy/, as an
 // operator would with kubectl apply.
 func applyDeploy(t *testing.T, ctx context.Context, cfg *rest.Config) {
 	t.Helper()

@@ -25,27 +25,32 @@ import (
 
 const deployNamespace = "hnsplan-system"
 
-// deployObjects decodes every YAML document in deploy/ strictly (unknown
-// or duplicate fields fail) into the API's typed objects.
+// deployObjects decodes every YAML document in the repository's deploy/
+// strictly (unknown or duplicate fields fail) into the API's typed
+// objects, by file ("deploy/rbac.yaml", a path from the repository root).
 func deployObjects(t *testing.T) map[string][]runtime.Object {
 	t.Helper()
-	files, err := filepath.Glob("deploy/*.y*ml")
+	paths, err := filepath.Glob("../deploy/*.y*ml")
 	if err != nil {
 		t.Fatal(err)
+	}
+	var files []string
+	for _, p := range paths {
+		files = append(files, strings.TrimPrefix(filepath.ToSlash(p), "../"))
 	}
 	for _, want := range []string{"deploy/namespace.yaml", "deploy/rbac.yaml"} {
 		if !slices.Contains(files, want) {
 			t.Fatalf("%s is missing", want)
 		}
 	}
-	if _, err := os.Stat("deploy/README.md"); err != nil {
+	if _, err := os.Stat("../deploy/README.md"); err != nil {
 		t.Errorf("deploy has no README.md: %v", err)
 	}
 	dec := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme,
 		json.SerializerOptions{Yaml: true, Strict: true})
 	objs := map[string][]runtime.Object{}
 	for _, file := range files {
-		data, err := os.ReadFile(file)
+		data, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(file)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,7 +12,7 @@ import (
 // ExtraNodeName is the key of the user info's extra in which the API server
 // names the node a ServiceAccount token is bound to: a token bound to a Node
 // (Kubernetes 1.31+), or to a Pod on a node (1.32+). The admission policies of
-// examples/deploy admit the agent's Node patches and evictions for that node
+// deploy/ admit the agent's Node patches and evictions for that node
 // only.
 const ExtraNodeName = "authentication.kubernetes.io/node-name"
 

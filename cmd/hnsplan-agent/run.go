@@ -227,7 +227,7 @@ func planSource(f *runFlags, cl *cluster, log *slog.Logger) (planwatch.Source, s
 
 // agentNode checks the node the agent acts for against the node its token
 // is bound to, which is the only one the admission policies of
-// examples/deploy let it patch and drain. Without --node (flag "") the
+// deploy/ let it patch and drain. Without --node (flag "") the
 // token's node wins over the host name (fallback): as a DaemonSet's pod the
 // agent needs no flag. A --node that contradicts the token is a usage error;
 // a token that names no node, or an API server that cannot say, is only
@@ -241,7 +241,7 @@ func agentNode(ctx context.Context, cs kubernetes.Interface, flag, fallback stri
 		log.Warn("cannot tell which node the agent's token is bound to; acting for "+fallback, "err", err)
 		return fallback, nil
 	case id.Node == "":
-		log.Warn("the agent's token is bound to no node: with the admission policies of examples/deploy it can neither patch node "+
+		log.Warn("the agent's token is bound to no node: with the admission policies of deploy/ it can neither patch node "+
 			fallback+" nor evict its pods; use a token bound to the Node or to the agent's Pod (docs/operations.md, Least privilege)",
 			"user", id.User)
 		return fallback, nil
