@@ -3,6 +3,7 @@ package examples_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"io"
 	"os"
@@ -12,7 +13,9 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
 	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -25,20 +28,87 @@ import (
 
 const deployNamespace = "hnsplan-system"
 
-// deployObjects decodes every YAML document in the repository's deploy/
-// strictly (unknown or duplicate fields fail) into the API's typed
-// objects, by file ("deploy/rbac.yaml", a path from the repository root).
-func deployObjects(t *testing.T) map[string][]runtime.Object {
+// kustomization is what the tests read of deploy/kustomization.yaml, the
+// kustomize base: decoded strictly, so a field kustomize would act on and
+// the tests do not model fails here rather than goes unchecked.
+type kustomization struct {
+	APIVersion string           `yaml:"apiVersion"`
+	Kind       string           `yaml:"kind"`
+	Resources  []string         `yaml:"resources"`
+	Images     []kustomizeImage `yaml:"images"`
+}
+
+// kustomizeImage is one entry of images: the containers whose image is
+// Name get NewName (if set) and NewTag or Digest.
+type kustomizeImage struct {
+	Name    string `yaml:"name"`
+	NewName string `yaml:"newName"`
+	NewTag  string `yaml:"newTag"`
+	Digest  string `yaml:"digest"`
+}
+
+// loadKustomization reads deploy/kustomization.yaml and checks that its
+// resources are the files of deploy/, every one and nothing else: a
+// manifest left out of it is one `kubectl apply -k` never applies.
+func loadKustomization(t *testing.T) *kustomization {
 	t.Helper()
+	data, err := os.ReadFile("../deploy/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var k kustomization
+	if err := dec.Decode(&k); err != nil {
+		t.Fatalf("deploy/kustomization.yaml: %v", err)
+	}
+	if k.APIVersion != "kustomize.config.k8s.io/v1beta1" || k.Kind != "Kustomization" {
+		t.Errorf("deploy/kustomization.yaml is %s %s, want kustomize.config.k8s.io/v1beta1 Kustomization", k.APIVersion, k.Kind)
+	}
 	paths, err := filepath.Glob("../deploy/*.y*ml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var files []string
 	for _, p := range paths {
-		files = append(files, strings.TrimPrefix(filepath.ToSlash(p), "../"))
+		if name := filepath.Base(p); name != "kustomization.yaml" {
+			files = append(files, name)
+		}
 	}
-	for _, want := range []string{"deploy/namespace.yaml", "deploy/rbac.yaml"} {
+	if got, want := slices.Sorted(slices.Values(k.Resources)), files; !slices.Equal(got, want) {
+		t.Errorf("deploy/kustomization.yaml lists resources %q; deploy/ has %q: list every manifest, each once", got, want)
+	}
+	return &k
+}
+
+// image is what kustomize makes of a container's image: the images: entry
+// of its name sets the name and the tag or digest.
+func (k *kustomization) image(image string) string {
+	for _, i := range k.Images {
+		if i.Name != image {
+			continue
+		}
+		name := cmp.Or(i.NewName, i.Name)
+		if i.Digest != "" {
+			return name + "@" + i.Digest
+		}
+		return name + ":" + i.NewTag
+	}
+	return image
+}
+
+// deployObjects decodes every YAML document of the kustomize base's
+// resources, in its order, strictly (unknown or duplicate fields fail) into
+// the API's typed objects, by file ("deploy/rbac.yaml", a path from the
+// repository root). Container images are as kustomize renders them.
+func deployObjects(t *testing.T) map[string][]runtime.Object {
+	t.Helper()
+	k := loadKustomization(t)
+	var files []string
+	for _, r := range k.Resources {
+		files = append(files, "deploy/"+r)
+	}
+	for _, want := range []string{"deploy/namespace.yaml", "deploy/rbac.yaml", "deploy/daemonset.yaml"} {
 		if !slices.Contains(files, want) {
 			t.Fatalf("%s is missing", want)
 		}
@@ -71,7 +141,11 @@ func deployObjects(t *testing.T) map[string][]runtime.Object {
 				t.Errorf("%s: document %d: %v", file, i, err)
 				continue
 			}
-			switch obj.(type) {
+			switch obj := obj.(type) {
+			case *appsv1.DaemonSet:
+				for i, c := range obj.Spec.Template.Spec.Containers {
+					obj.Spec.Template.Spec.Containers[i].Image = k.image(c.Image)
+				}
 			case *corev1.Namespace, *corev1.ServiceAccount,
 				*rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding, *rbacv1.Role, *rbacv1.RoleBinding,
 				*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding:
@@ -128,7 +202,7 @@ func loadRBAC(t *testing.T) *rbacSet {
 			ns := o.(interface{ GetNamespace() string }).GetNamespace()
 			name := o.(interface{ GetName() string }).GetName()
 			switch o.(type) {
-			case *corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding:
+			case *corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding, *appsv1.DaemonSet:
 				if ns != deployNamespace {
 					t.Errorf("%s: %T %s is in namespace %q, not %s", file, o, name, ns, deployNamespace)
 				}
