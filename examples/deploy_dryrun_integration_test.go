@@ -1,0 +1,104 @@
+//go:build integration
+
+package examples_test
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/restmapper"
+)
+
+// TestDeployKustomizationDryRun server-side applies every object of the
+// kustomize base (deploy/kustomization.yaml's resources, images as
+// kustomize sets them) with dryRun=All, as `kubectl apply -k deploy
+// --server-side --dry-run=server` does: the API server validates and
+// admits each one, the DaemonSet's HostProcess pod template included,
+// and stores nothing. The namespace alone is applied for real first:
+// the API server refuses even a dry run of an object in a namespace
+// that does not exist. Then one pod of the DaemonSet's template is
+// created, dry run, in that namespace, so that Pod Security admission
+// judges it against the namespace's enforced level (it only warns about
+// a DaemonSet).
+func TestDeployKustomizationDryRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := adminConfig(t)
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := restmapper.GetAPIGroupResources(dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDiscoveryRESTMapper(groups)
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	byFile := deployObjects(t)
+	for _, o := range byFile["deploy/namespace.yaml"] {
+		applyObject(t, ctx, dyn, mapper, "deploy/namespace.yaml", o)
+	}
+	var ds *appsv1.DaemonSet
+	n := 0
+	for _, file := range slices.Sorted(maps.Keys(byFile)) {
+		for _, obj := range byFile[file] {
+			gvks, _, err := scheme.Scheme.ObjectKinds(obj)
+			if err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+			if err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			u := &unstructured.Unstructured{Object: content}
+			u.SetGroupVersionKind(gvks[0])
+			m, err := mapper.RESTMapping(gvks[0].GroupKind(), gvks[0].Version)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", file, gvks[0], err)
+			}
+			var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+			if u.GetNamespace() != "" {
+				ri = dyn.Resource(m.Resource).Namespace(u.GetNamespace())
+			}
+			opts := metav1.ApplyOptions{FieldManager: "hnsplan-deploy-dryrun", Force: true, DryRun: []string{metav1.DryRunAll}}
+			if _, err := ri.Apply(ctx, u.GetName(), u, opts); err != nil {
+				t.Errorf("%s: server-side apply (dry run) of %s %s: %v", file, gvks[0].Kind, u.GetName(), err)
+			}
+			n++
+			if d, ok := obj.(*appsv1.DaemonSet); ok {
+				ds = d
+			}
+		}
+	}
+	t.Logf("%d objects of %d files applied, dry run", n, len(byFile))
+	if ds == nil {
+		t.Fatal("the base has no DaemonSet")
+	}
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: uniqueName("hnsplan-agent-dryrun"), Namespace: ds.Namespace,
+			Labels: ds.Spec.Template.Labels, Annotations: ds.Spec.Template.Annotations,
+		},
+		Spec: *ds.Spec.Template.Spec.DeepCopy(),
+	}
+	cs := clientset(t, cfg)
+	if _, err := cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("a pod of the DaemonSet's template is not admitted in %s: %v", pod.Namespace, err)
+	}
+}
