@@ -13,7 +13,7 @@ FUZZTARGETS := \
 	./compiler/selector:FuzzParse ./compiler/policy:FuzzPolicy ./compiler/policy:FuzzSelectorACL
 BENCHCOUNT ?= 6
 
-.PHONY: all build test test-integration check demo bench fuzz clean
+.PHONY: all build release test test-integration check demo bench fuzz clean
 
 all: build
 
@@ -28,6 +28,31 @@ LDFLAGS := -X github.com/hnsplan/hnsplan/internal/buildinfo.version=$(VERSION) \
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/hnsplan ./cmd/hnsplan
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/hnsplan-agent ./cmd/hnsplan-agent
+
+# Release binaries in $(RELEASE_DIR): hnsplan for every platform of
+# CLI_PLATFORMS, hnsplan-agent for AGENT_PLATFORMS (windows/amd64, the
+# nodes it programs; linux/amd64 for CI and demos, with the in-memory HNS
+# only), named NAME-OS-ARCH[.exe]. Each is stamped as `make build` stamps
+# (set VERSION to the tag; symbol tables left out, -s -w: a panic still
+# names functions and lines), built with -trimpath, without cgo and
+# without VCS data (the commit is stamped), so the
+# same commit and Go version give the same bytes wherever they are built.
+# Beside each, NAME-OS-ARCH.sbom.txt: `go version -m`, the Go version, the
+# module and every dependency with its version and go.sum hash. SHA256SUMS
+# covers them all (sha256sum -c SHA256SUMS). The container images
+# (deploy/images) are built from these binaries.
+RELEASE_DIR     ?= $(BIN)/release
+CLI_PLATFORMS   ?= linux/amd64 linux/arm64 darwin/arm64 windows/amd64
+AGENT_PLATFORMS ?= windows/amd64 linux/amd64
+release:
+	@rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	@set -e; for spec in $(addprefix hnsplan:,$(CLI_PLATFORMS)) $(addprefix hnsplan-agent:,$(AGENT_PLATFORMS)); do \
+	  cmd=$${spec%%:*}; os=$${spec#*:}; os=$${os%/*}; arch=$${spec##*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
+	  name=$$cmd-$$os-$$arch$$ext; echo "$(RELEASE_DIR)/$$name"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -buildvcs=false -ldflags '-s -w $(LDFLAGS)' -o $(RELEASE_DIR)/$$name ./cmd/$$cmd; \
+	  (cd $(RELEASE_DIR) && $(GO) version -m $$name > $$cmd-$$os-$$arch.sbom.txt); \
+	done
+	cd $(RELEASE_DIR) && sha256sum hnsplan* > SHA256SUMS
 
 # Every test: unit, golden CLI scripts (testdata/script), examples, dependency rules.
 test:
