@@ -1,6 +1,7 @@
 package examples_test
 
 import (
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -109,8 +110,11 @@ func TestDeployDaemonSet(t *testing.T) {
 	if got := ds.Spec.Template.Annotations["microsoft.com/hostprocess-mount-behavior"]; got != "bind" {
 		t.Errorf("annotation microsoft.com/hostprocess-mount-behavior %q, want bind: with symlinks client-go finds no in-cluster token", got)
 	}
-	if pod.NodeSelector["kubernetes.io/os"] != "windows" {
-		t.Errorf("nodeSelector %v, want kubernetes.io/os: windows", pod.NodeSelector)
+	// Windows nodes, and of them those switched to hnsplan: an agent that
+	// started on every Windows node would fight Calico's or flannel's
+	// Windows dataplane where it still runs.
+	if want := map[string]string{"kubernetes.io/os": "windows", "hnsplan.io/agent": "true"}; !maps.Equal(pod.NodeSelector, want) {
+		t.Errorf("nodeSelector %v, want %v", pod.NodeSelector, want)
 	}
 	if pod.PriorityClassName != "system-node-critical" {
 		t.Errorf("priorityClassName %q, want system-node-critical", pod.PriorityClassName)
