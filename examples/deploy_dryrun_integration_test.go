@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/restmapper"
+
+	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
 // TestDeployKustomizationDryRun server-side applies every object of the
@@ -34,7 +36,7 @@ import (
 func TestDeployKustomizationDryRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg := adminConfig(t)
+	cfg := kubetest.Config(t)
 	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -92,12 +94,12 @@ func TestDeployKustomizationDryRun(t *testing.T) {
 
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: uniqueName("hnsplan-agent-dryrun"), Namespace: ds.Namespace,
+			Name: kubetest.UniqueName("hnsplan-agent-dryrun"), Namespace: ds.Namespace,
 			Labels: ds.Spec.Template.Labels, Annotations: ds.Spec.Template.Annotations,
 		},
 		Spec: *ds.Spec.Template.Spec.DeepCopy(),
 	}
-	cs := clientset(t, cfg)
+	cs := kubetest.Client(t, cfg)
 	if _, err := cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Errorf("a pod of the DaemonSet's template is not admitted in %s: %v", pod.Namespace, err)
 	}
