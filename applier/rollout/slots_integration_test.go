@@ -1,0 +1,227 @@
+//go:build integration
+
+// Slot semantics against a real kube-apiserver and etcd (make
+// test-integration): the uniqueness of Lease names and resourceVersion
+// conflicts are the API server's, so only a real one tests them. Time is
+// each node's own clock (Slots.Now), so the expiry tests step it instead of
+// sleeping.
+
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// clock is a node's clock, stepped by the test.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) step(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// env is one namespace of a real API server for one test.
+type env struct {
+	cs kubernetes.Interface
+	ns string
+}
+
+func newEnv(t *testing.T) env {
+	t.Helper()
+	path := os.Getenv("KUBECONFIG")
+	if path == "" {
+		t.Fatal("KUBECONFIG is not set: integration tests need a kube-apiserver (see make test-integration)")
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatalf("load KUBECONFIG %s: %v", path, err)
+	}
+	cfg.QPS, cfg.Burst = 2000, 4000
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := fmt.Sprintf("rollout-%d", time.Now().UnixNano())
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	return env{cs, ns}
+}
+
+func (e env) node(name string, max int, c *clock) *Slots {
+	return &Slots{Leases: e.cs.CoordinationV1(), Namespace: e.ns, Holder: name, Max: max,
+		Duration: 10 * time.Second, Now: c.Now}
+}
+
+func acquire(t *testing.T, s *Slots) (string, bool) {
+	t.Helper()
+	name, ok, err := s.Acquire(context.Background())
+	if err != nil {
+		t.Fatalf("%s: Acquire: %v", s.Holder, err)
+	}
+	return name, ok
+}
+
+func TestSlotsBoundTheRollout(t *testing.T) {
+	e := newEnv(t)
+	c := &clock{t: time.Unix(1e9, 0)}
+	a, b, d := e.node("win-a", 2, c), e.node("win-b", 2, c), e.node("win-c", 2, c)
+	if _, ok := acquire(t, a); !ok {
+		t.Fatal("win-a: no slot of two free")
+	}
+	if _, ok := acquire(t, b); !ok {
+		t.Fatal("win-b: no slot, one of two free")
+	}
+	if name, ok := acquire(t, d); ok {
+		t.Fatalf("win-c took %s while both slots are held", name)
+	}
+	// Holding is idempotent: a second Acquire is the same slot.
+	first, _ := acquire(t, a)
+	if again, _ := acquire(t, a); again != first {
+		t.Fatalf("win-a: Acquire again gave %s, then %s", first, again)
+	}
+	if err := a.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := acquire(t, d); !ok {
+		t.Fatal("win-c: no slot after win-a released one")
+	}
+	// A smaller budget (a plan that lowered maxUnavailable) counts the slots
+	// held above it: nobody starts until held ones are released.
+	late := e.node("win-d", 1, c)
+	if name, ok := acquire(t, late); ok {
+		t.Fatalf("win-d with a budget of 1 took %s while two are held", name)
+	}
+}
+
+// TestSlotsRace: eight nodes ask for one slot at once; the API server lets
+// exactly one have it.
+func TestSlotsRace(t *testing.T) {
+	e := newEnv(t)
+	c := &clock{t: time.Unix(1e9, 0)}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var winners []string
+	for i := range 8 {
+		s := e.node(fmt.Sprintf("win-%d", i), 1, c)
+		wg.Go(func() {
+			if _, ok := acquire(t, s); ok {
+				mu.Lock()
+				winners = append(winners, s.Holder)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(winners) != 1 {
+		t.Fatalf("%d nodes hold the one slot: %v", len(winners), winners)
+	}
+}
+
+// TestDeadHolderTakenOverAfterExpiry: a holder that stops renewing (its
+// agent died) keeps its slot for the Lease's duration as the taker
+// measures it, from when the taker first saw the Lease, and not a moment
+// less; then the slot changes hands once and the dead holder has lost it.
+func TestDeadHolderTakenOverAfterExpiry(t *testing.T) {
+	e := newEnv(t)
+	ca, cb := &clock{t: time.Unix(1e9, 0)}, &clock{t: time.Unix(5e9, 0)} // skewed clocks
+	a, b := e.node("win-a", 1, ca), e.node("win-b", 1, cb)
+	held, ok := acquire(t, a)
+	if !ok {
+		t.Fatal("win-a: no slot")
+	}
+	// win-a renews once, then dies: no release.
+	if err := a.Renew(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []time.Duration{0, 5 * time.Second, 10 * time.Second} {
+		cb.step(after - (cb.Now().Sub(time.Unix(5e9, 0))))
+		if name, ok := acquire(t, b); ok {
+			t.Fatalf("win-b took %s %v after first seeing it, before the 10s Lease expired", name, after)
+		}
+	}
+	cb.step(time.Second + time.Millisecond)
+	name, ok := acquire(t, b)
+	if !ok || name != held {
+		t.Fatalf("win-b after expiry: slot %q, %v; want %s", name, ok, held)
+	}
+	l, err := e.cs.CoordinationV1().Leases(e.ns).Get(context.Background(), held, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holder(l) != "win-b" || l.Spec.LeaseTransitions == nil || *l.Spec.LeaseTransitions != 1 {
+		t.Fatalf("after takeover: holder %q, transitions %v", holder(l), l.Spec.LeaseTransitions)
+	}
+	if err := a.Renew(context.Background()); !errors.Is(err, ErrLost) {
+		t.Fatalf("win-a's renewal after the takeover: %v, want ErrLost", err)
+	}
+}
+
+// TestRenewalKeepsTheSlot: a holder that renews is never taken over, however
+// long the others wait.
+func TestRenewalKeepsTheSlot(t *testing.T) {
+	e := newEnv(t)
+	ca, cb := &clock{t: time.Unix(1e9, 0)}, &clock{t: time.Unix(1e9, 0)}
+	a, b := e.node("win-a", 1, ca), e.node("win-b", 1, cb)
+	if _, ok := acquire(t, a); !ok {
+		t.Fatal("win-a: no slot")
+	}
+	for range 5 {
+		ca.step(8 * time.Second) // a renewal writes a new renewTime
+		cb.step(8 * time.Second)
+		if name, ok := acquire(t, b); ok {
+			t.Fatalf("win-b took %s from a holder that renews", name)
+		}
+		if err := a.Renew(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestRestartKeepsTheSlot: an agent restarted in the middle of a replace
+// finds the slot it holds; a freed slot (rollout resume) is lost to it and
+// free for the next node at once.
+func TestRestartKeepsTheSlot(t *testing.T) {
+	e := newEnv(t)
+	c := &clock{t: time.Unix(1e9, 0)}
+	held, ok := acquire(t, e.node("win-a", 1, c))
+	if !ok {
+		t.Fatal("win-a: no slot")
+	}
+	restarted := e.node("win-a", 1, c)
+	if name, ok := acquire(t, restarted); !ok || name != held {
+		t.Fatalf("win-a after a restart: %q, %v; want %s", name, ok, held)
+	}
+	freed, err := Free(context.Background(), e.cs.CoordinationV1(), e.ns, "win-a")
+	if err != nil || len(freed) != 1 || freed[0] != held {
+		t.Fatalf("Free(win-a) = %v, %v", freed, err)
+	}
+	if err := restarted.Renew(context.Background()); !errors.Is(err, ErrLost) {
+		t.Fatalf("renewal of a freed slot: %v, want ErrLost", err)
+	}
+	if _, ok := acquire(t, e.node("win-b", 1, c)); !ok {
+		t.Fatal("win-b: no slot after win-a's was freed")
+	}
+	slots, err := Status(context.Background(), e.cs.CoordinationV1(), e.ns)
+	if err != nil || len(slots) != 1 || slots[0].Holder != "win-b" {
+		t.Fatalf("Status = %+v, %v", slots, err)
+	}
+}
