@@ -231,6 +231,9 @@ func (c *compilation) nodePlan(n *intent.Node, b ipam.Block) *plan.NodePlan {
 		FormatVersion: plan.FormatVersion, Kind: plan.Kind, Node: n.Name,
 		Cluster: c.c.Name, Networking: string(c.c.Networking), Replacement: c.c.Windows.Replacement,
 	}
+	if r := c.c.Windows.Rollout; r != nil {
+		p.Rollout = &plan.Rollout{MaxUnavailable: r.MaxUnavailable, Order: r.Order}
+	}
 	bits := b.Prefix.Bits()
 	gw := b.Gateway()
 	defaultRoute := plan.Route{NextHop: gw, DestinationPrefix: netip.MustParsePrefix("0.0.0.0/0")}

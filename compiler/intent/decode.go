@@ -48,6 +48,10 @@ type wireCluster struct {
 		NATExceptions                 []string  `json:"natExceptions"`
 		KubeProxy                     KubeProxy `json:"kubeProxy"`
 		Replacement                   string    `json:"replacement"`
+		Rollout                       *struct {
+			MaxUnavailable any    `json:"maxUnavailable"` // a count or "40%"
+			Order          string `json:"order"`
+		} `json:"rollout"`
 	} `json:"windows"`
 	Pools map[string]struct {
 		CIDR          string `json:"cidr"`
@@ -157,6 +161,9 @@ func decodeCluster(data []byte, src *source, errs *diag.List, partial bool) *Clu
 		DisableHostSubnetNATExclusion: wc.Windows.DisableHostSubnetNATExclusion,
 		NATExceptions:                 cidrs(wc.Windows.NATExceptions, "windows", "natExceptions"),
 		KubeProxy:                     wc.Windows.KubeProxy, Replacement: wc.Windows.Replacement,
+	}
+	if r := wc.Windows.Rollout; r != nil {
+		c.Windows.Rollout = &Rollout{MaxUnavailable: fmt.Sprint(r.MaxUnavailable), Order: r.Order}
 	}
 
 	for _, name := range slices.Sorted(maps.Keys(wc.Pools)) {

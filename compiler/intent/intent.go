@@ -109,6 +109,14 @@ type Windows struct {
 	NATExceptions                 []netip.Prefix
 	KubeProxy                     KubeProxy
 	Replacement                   string // "drain" | "manual"
+	// Rollout is windows.rollout; nil when the intent does not set it.
+	Rollout *Rollout
+}
+
+// Rollout is how the Windows nodes take turns replacing their network.
+type Rollout struct {
+	MaxUnavailable string // a count ("1") or a percentage ("40%")
+	Order          string // a node label key; "" for no order
 }
 
 // KubeProxy holds the kube-proxy settings of the Windows nodes.

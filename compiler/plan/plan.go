@@ -44,6 +44,9 @@ type NodePlan struct {
 	// uncordon; the default when empty) or "manual" (wait for
 	// `hnsplan-agent replace --confirm`). Readers of format 1 ignore it.
 	Replacement string `json:"replacement,omitempty"`
+	// Rollout is how the node takes turns with the others for a replace;
+	// nil for the defaults (one node at a time).
+	Rollout *Rollout `json:"rollout,omitempty"`
 	// HostEndpoint is the node's own endpoint on the network (Calico_ep).
 	HostEndpoint Endpoint `json:"hostEndpoint"`
 	// RemoteSubnetRoutes are the VXLAN routes to other nodes' pod blocks,

@@ -128,8 +128,11 @@ func (v *validator) str(path, s string, max int) {
 
 var (
 	networkName = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_. ]*$`)
-	macAddr     = regexp.MustCompile(`^[0-9A-F]{2}(-[0-9A-F]{2}){5}$`)
-	protocols   = regexp.MustCompile(`^(256|([0-9]|[1-9][0-9]|1[0-9][0-9]|2[0-4][0-9]|25[0-5])(,([0-9]|[1-9][0-9]|1[0-9][0-9]|2[0-4][0-9]|25[0-5]))*)$`)
+	// labelKey is a Kubernetes label key: an optional DNS prefix and '/',
+	// then a name of alphanumerics, '-', '_' and '.'.
+	labelKey  = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`)
+	macAddr   = regexp.MustCompile(`^[0-9A-F]{2}(-[0-9A-F]{2}){5}$`)
+	protocols = regexp.MustCompile(`^(256|([0-9]|[1-9][0-9]|1[0-9][0-9]|2[0-4][0-9]|25[0-5])(,([0-9]|[1-9][0-9]|1[0-9][0-9]|2[0-4][0-9]|25[0-5]))*)$`)
 )
 
 func (v *validator) plan(p *NodePlan) {
@@ -139,6 +142,17 @@ func (v *validator) plan(p *NodePlan) {
 	case "", "drain", "manual":
 	default:
 		v.bad("replacement", "%q: want \"drain\" or \"manual\"", p.Replacement)
+	}
+	if r := p.Rollout; r != nil {
+		if r.MaxUnavailable != "" {
+			if _, err := r.Slots(1); err != nil {
+				v.bad("rollout.maxUnavailable", "%q: want a count (1 or more) or a percentage (1%% to 100%%)", r.MaxUnavailable)
+			}
+		}
+		if r.Order != "" && !labelKey.MatchString(r.Order) {
+			v.bad("rollout.order", "%q: want a Kubernetes label key", r.Order)
+		}
+		v.str("rollout.order", r.Order, 317)
 	}
 	v.network(&p.Network)
 	v.endpoint("hostEndpoint", &p.HostEndpoint, true)

@@ -1,8 +1,8 @@
-package rollout
+package plan
 
 import "testing"
 
-func TestMaxUnavailable(t *testing.T) {
+func TestRolloutSlots(t *testing.T) {
 	for _, tc := range []struct {
 		spec  string
 		nodes int
@@ -23,10 +23,17 @@ func TestMaxUnavailable(t *testing.T) {
 		{"1.5", 5, 0, true},
 		{"%", 5, 0, true},
 		{"two", 5, 0, true},
+		{"+2", 5, 0, true},
+		{"99999999999999999999", 5, 0, true},
 	} {
-		got, err := MaxUnavailable(tc.spec, tc.nodes)
+		if tc.spec == "" {
+			if got, err := (*Rollout)(nil).Slots(tc.nodes); got != tc.want || err != nil {
+				t.Errorf("nil Rollout: Slots(%d) = %d, %v; want %d", tc.nodes, got, err, tc.want)
+			}
+		}
+		got, err := (&Rollout{MaxUnavailable: tc.spec}).Slots(tc.nodes)
 		if (err != nil) != tc.err || got != tc.want {
-			t.Errorf("MaxUnavailable(%q, %d) = %d, %v; want %d, error %v", tc.spec, tc.nodes, got, err, tc.want, tc.err)
+			t.Errorf("Slots(%q, %d) = %d, %v; want %d, error %v", tc.spec, tc.nodes, got, err, tc.want, tc.err)
 		}
 	}
 }

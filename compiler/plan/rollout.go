@@ -1,0 +1,53 @@
+package plan
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Rollout is how a node takes turns with the others for a disruptive
+// change, a network replace (windows.rollout). A nil Rollout is the
+// defaults: one node at a time, in no particular order.
+type Rollout struct {
+	// MaxUnavailable is how many Windows nodes may replace their network
+	// at once: a count ("2") or a percentage of the cluster's Windows nodes
+	// ("40%"); "1" when empty. The agent counts the nodes, so that adding a
+	// node does not rewrite every plan.
+	MaxUnavailable string `json:"maxUnavailable,omitempty"`
+	// Order is a node label key (topology.kubernetes.io/zone, say): the
+	// nodes replace in groups by its value, in sorted order, one group
+	// after another; a node without the label goes last.
+	Order string `json:"order,omitempty"`
+}
+
+// DefaultMaxUnavailable is Rollout.MaxUnavailable's default: one node at a
+// time.
+const DefaultMaxUnavailable = "1"
+
+// Slots is how many of nodes may hold a rollout slot at once under r: the
+// count, or the percentage of nodes rounded down, as a DaemonSet's
+// maxUnavailable is, but never below one: a rollout that can never start
+// is a stuck cluster, not a safe one.
+func (r *Rollout) Slots(nodes int) (int, error) {
+	spec := DefaultMaxUnavailable
+	if r != nil && r.MaxUnavailable != "" {
+		spec = r.MaxUnavailable
+	}
+	return maxUnavailable(spec, nodes)
+}
+
+func maxUnavailable(spec string, nodes int) (int, error) {
+	if pct, ok := strings.CutSuffix(spec, "%"); ok {
+		p, err := strconv.Atoi(pct)
+		if err != nil || p < 1 || p > 100 || strings.HasPrefix(pct, "+") {
+			return 0, fmt.Errorf("rollout.maxUnavailable %q: a percentage is a whole number from 1%% to 100%%", spec)
+		}
+		return max(1, nodes*p/100), nil
+	}
+	n, err := strconv.Atoi(spec)
+	if err != nil || n < 1 || strings.HasPrefix(spec, "+") {
+		return 0, fmt.Errorf("rollout.maxUnavailable %q: give a count of nodes (1 or more) or a percentage such as 25%%", spec)
+	}
+	return n, nil
+}
