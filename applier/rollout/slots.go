@@ -20,7 +20,7 @@
 // A node that ends a replace blocked or in error keeps its slot, renewing
 // it: that halts the rollout, as a DaemonSet's rolling update stops on a
 // pod that does not become ready, until an operator acts (Free, which is
-`hnsplan rollout resume`).
+// `hnsplan rollout resume`).
 package rollout
 
 import (
