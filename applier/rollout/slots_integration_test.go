@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +19,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
 // clock is a node's clock, stepped by the test.
@@ -44,20 +44,8 @@ type env struct {
 
 func newEnv(t *testing.T) env {
 	t.Helper()
-	path := os.Getenv("KUBECONFIG")
-	if path == "" {
-		t.Fatal("KUBECONFIG is not set: integration tests need a kube-apiserver (see make test-integration)")
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatalf("load KUBECONFIG %s: %v", path, err)
-	}
-	cfg.QPS, cfg.Burst = 2000, 4000
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := fmt.Sprintf("rollout-%d", time.Now().UnixNano())
+	cs := kubetest.Client(t, kubetest.Config(t))
+	ns := kubetest.UniqueName("rollout")
 	ctx := context.Background()
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
