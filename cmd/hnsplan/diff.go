@@ -10,12 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/access"
+	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/diff"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
@@ -187,6 +189,7 @@ func sidesPlans(cmd *cobra.Command, g *globalFlags, sides [2]side, inventory []s
 		dirs, of = append(dirs, s.dir), append(of, i)
 	}
 	var builds [2]compiler.Built
+	seen := map[string]bool{}
 	for j, b := range compiler.BuildEach(dirs, inputLimits.options(inventory)) {
 		builds[of[j]] = b
 	}
@@ -198,7 +201,16 @@ func sidesPlans(cmd *cobra.Command, g *globalFlags, sides [2]side, inventory []s
 				return plans, built, &exitError{code: exitInvalid, err: fmt.Errorf("%s: %v", s.name, planErr[i])}
 			}
 		default:
-			res, err := g.built(cmd, s.name, builds[i])
+			// A finding of a file both sides read (the inventory) is
+			// reported once, with the first side's.
+			b := builds[i]
+			b.Findings = slices.DeleteFunc(slices.Clone(b.Findings), func(f diag.Finding) bool {
+				return f.Severity < diag.Error && seen[f.String()]
+			})
+			for _, f := range b.Findings {
+				seen[f.String()] = true
+			}
+			res, err := g.built(cmd, s.name, b)
 			if err != nil {
 				return plans, built, err
 			}
