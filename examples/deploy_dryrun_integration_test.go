@@ -12,11 +12,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/restmapper"
 
 	"github.com/hnsplan/hnsplan/internal/kubetest"
@@ -59,27 +56,9 @@ func TestDeployKustomizationDryRun(t *testing.T) {
 	n := 0
 	for _, file := range slices.Sorted(maps.Keys(byFile)) {
 		for _, obj := range byFile[file] {
-			gvks, _, err := scheme.Scheme.ObjectKinds(obj)
-			if err != nil {
-				t.Fatalf("%s: %v", file, err)
-			}
-			content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
-			if err != nil {
-				t.Fatalf("%s: %v", file, err)
-			}
-			u := &unstructured.Unstructured{Object: content}
-			u.SetGroupVersionKind(gvks[0])
-			m, err := mapper.RESTMapping(gvks[0].GroupKind(), gvks[0].Version)
-			if err != nil {
-				t.Fatalf("%s: %s: %v", file, gvks[0], err)
-			}
-			var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-			if u.GetNamespace() != "" {
-				ri = dyn.Resource(m.Resource).Namespace(u.GetNamespace())
-			}
 			opts := metav1.ApplyOptions{FieldManager: "hnsplan-deploy-dryrun", Force: true, DryRun: []string{metav1.DryRunAll}}
-			if _, err := ri.Apply(ctx, u.GetName(), u, opts); err != nil {
-				t.Errorf("%s: server-side apply (dry run) of %s %s: %v", file, gvks[0].Kind, u.GetName(), err)
+			if err := serverSideApply(t, ctx, dyn, mapper, file, obj, opts); err != nil {
+				t.Errorf("dry run: %v", err)
 			}
 			n++
 			if d, ok := obj.(*appsv1.DaemonSet); ok {

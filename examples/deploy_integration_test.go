@@ -19,6 +19,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -104,6 +105,15 @@ func applyDeploy(t *testing.T, ctx context.Context, cfg *rest.Config) {
 
 func applyObject(t *testing.T, ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, file string, obj runtime.Object) {
 	t.Helper()
+	if err := serverSideApply(t, ctx, dyn, mapper, file, obj, metav1.ApplyOptions{FieldManager: "hnsplan-deploy-test", Force: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// serverSideApply applies obj, read from file, as `kubectl apply
+// --server-side` does; the error names the file, the kind and the name.
+func serverSideApply(t *testing.T, ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, file string, obj runtime.Object, opts metav1.ApplyOptions) error {
+	t.Helper()
 	gvks, _, err := scheme.Scheme.ObjectKinds(obj)
 	if err != nil {
 		t.Fatalf("%s: %v", file, err)
@@ -122,9 +132,10 @@ func applyObject(t *testing.T, ctx context.Context, dyn dynamic.Interface, mappe
 	if u.GetNamespace() != "" {
 		ri = dyn.Resource(m.Resource).Namespace(u.GetNamespace())
 	}
-	if _, err := ri.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: "hnsplan-deploy-test", Force: true}); err != nil {
-		t.Fatalf("%s: apply %s %s: %v", file, gvks[0].Kind, u.GetName(), err)
+	if _, err := ri.Apply(ctx, u.GetName(), u, opts); err != nil {
+		return fmt.Errorf("%s: server-side apply of %s %s: %w", file, gvks[0].Kind, u.GetName(), err)
 	}
+	return nil
 }
 
 // waitForPolicy retries probe until it fails with an error containing
