@@ -57,6 +57,8 @@ type publishFlags struct {
 	dryRun     bool
 	prune      bool
 	signKey    signKey
+	nodes      []string
+	canary     int
 }
 
 func newPublishCmd(g *globalFlags) *cobra.Command {
@@ -87,6 +89,13 @@ have no plan any more. --dry-run never connects: it prints the ConfigMaps it wou
 their digests and sizes, and checks they fit (1 MiB); whether each would be created,
 updated or left unchanged, and what --prune would delete, needs the cluster.
 
+--nodes a,b publishes the plans of those nodes only; --canary N those of the first N
+nodes, by name, whose plans differ from their ConfigMaps (so that running it again goes on
+to the next N). The other nodes' ConfigMaps are not touched: each is reported "held back"
+when its plan would change, or "unchanged". --nodes must name nodes that have a plan; neither
+combines with --prune. With --dry-run, --canary cannot know which plans change and takes the
+first N nodes by name.
+
 One line per node: "configmap ` + publishNamespace + `/` + publishPrefix + `win-1: created|updated|unchanged (sha256:…)",
 then a summary. Exit codes: 0 published, 1 invalid plans or the cluster refused or could
 not be reached, 3 usage error.`,
@@ -97,12 +106,26 @@ not be reached, 3 usage error.`,
 					return &exitError{code: exitUsage, err: fmt.Errorf("--kubeconfig: %v", err)}
 				}
 			}
+			nodes, err := parseNodes(f.nodes)
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			sel := selection{nodes: nodes, canary: f.canary}
+			if cmd.Flags().Changed("canary") && f.canary < 1 {
+				sel.canary = -1 // no silent "all nodes" for --canary 0
+			}
+			if sel.canary < 0 || (sel.active() && f.prune) {
+				return &exitError{code: exitUsage, err: sel.check(nil, f.prune, args[0])}
+			}
 			if err := f.signKey.load(); err != nil {
 				return err
 			}
 			files, err := publishFiles(cmd, g, args[0], f.inventory)
 			if err != nil {
 				return err
+			}
+			if err := sel.check(files, f.prune, args[0]); err != nil {
+				return &exitError{code: exitUsage, err: err}
 			}
 			if err := f.signKey.sign(args[0], files); err != nil {
 				return &exitError{code: exitInvalid, err: err}
@@ -112,13 +135,13 @@ not be reached, 3 usage error.`,
 			}
 			out := cmd.OutOrStdout()
 			if f.dryRun {
-				return dryRunPublish(out, files, f.prune)
+				return dryRunPublish(out, files, f.prune, sel)
 			}
 			cs, host, err := kubeClient(f.kubeconfig, f.context)
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
-			return publish(cmd.Context(), out, cmd.ErrOrStderr(), cs, host, files, f.prune)
+			return publish(cmd.Context(), out, cmd.ErrOrStderr(), cs, host, files, f.prune, sel)
 		},
 	}
 	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
@@ -126,6 +149,9 @@ not be reached, 3 usage error.`,
 	cmd.Flags().StringArrayVar(&f.inventory, "inventory", nil, "live-state file (kubectl get ... -o yaml), when DIR is an intent; repeatable")
 	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print what would be applied; do not connect to the cluster")
 	cmd.Flags().BoolVar(&f.prune, "prune", false, "delete hnsplan's plan ConfigMaps of nodes that have no plan any more")
+	cmd.Flags().StringArrayVar(&f.nodes, "nodes", nil, "publish only the plans of these nodes (comma-separated; repeatable)")
+	cmd.Flags().IntVar(&f.canary, "canary", 0, "publish only to the first N nodes, by name, whose plans change")
+	cmd.MarkFlagsMutuallyExclusive("nodes", "canary")
 	f.signKey.register(cmd)
 	return cmd
 }
@@ -175,11 +201,24 @@ func checkPublishable(files []compiler.File) error {
 	return errors.Join(errs...)
 }
 
-func dryRunPublish(out io.Writer, files []compiler.File, prune bool) error {
+func dryRunPublish(out io.Writer, files []compiler.File, prune bool, sel selection) error {
+	// Without the cluster every plan may change.
+	picked := sel.pick(files, func(string) bool { return true })
 	for _, f := range files {
+		if !picked[f.Node] {
+			fmt.Fprintf(out, "configmap %s/%s: held back (%s, %s)\n", publishNamespace, configMapName(f.Node), sel.flag(), f.Digest)
+			continue
+		}
 		fmt.Fprintf(out, "configmap %s/%s: would apply (%s, %d bytes%s)\n", publishNamespace, configMapName(f.Node), f.Digest, len(f.Data), signedBy(f))
 	}
 	msg := fmt.Sprintf("dry run: would apply %s to namespace %s; nothing sent", plural(len(files), "ConfigMap"), publishNamespace)
+	if sel.active() {
+		msg = fmt.Sprintf("dry run: would apply %d of %s to namespace %s, holding back %d (%s); nothing sent",
+			len(picked), plural(len(files), "ConfigMap"), publishNamespace, len(files)-len(picked), sel.flag())
+	}
+	if sel.canary > 0 {
+		msg += "; --canary picks among the plans that change, which needs the cluster: here the first " + plural(sel.canary, "node") + " by name"
+	}
 	if prune {
 		msg += "; --prune needs the cluster to know what it would delete"
 	}
@@ -212,7 +251,7 @@ func kubeClient(kubeconfig, context string) (kubernetes.Interface, string, error
 
 // publish applies one ConfigMap per plan, then prunes (or reports) the
 // plan ConfigMaps of nodes that are gone.
-func publish(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface, host string, files []compiler.File, prune bool) error {
+func publish(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface, host string, files []compiler.File, prune bool, sel selection) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -253,11 +292,40 @@ func publish(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface
 		managed[cm.Name] = cm.Labels[labelManagedBy] == "hnsplan" && strings.HasPrefix(cm.Name, publishPrefix)
 	}
 
-	var created, updated, unchanged, pruned int
+	// stateOf says what applying f does: created, updated or unchanged.
+	stateOf := func(f compiler.File) string {
+		name := configMapName(f.Node)
+		ann, ok := existing[name]
+		switch {
+		case !ok:
+			return "created"
+		case ann[annotationDigest] == f.Digest && existingData[name] == string(f.Data) && existingSig[name] == string(f.Signature):
+			return "unchanged"
+		}
+		return "updated"
+	}
+	byNode := map[string]compiler.File{}
+	for _, f := range files {
+		byNode[f.Node] = f
+	}
+	picked := sel.pick(files, func(node string) bool { return stateOf(byNode[node]) != "unchanged" })
+
+	var created, updated, unchanged, pruned, heldBack int
 	want := map[string]bool{}
 	for _, f := range files {
 		name := configMapName(f.Node)
 		want[name] = true
+		if !picked[f.Node] {
+			// Not sent: the ConfigMap stays as it is.
+			if st := stateOf(f); st == "unchanged" {
+				unchanged++
+				fmt.Fprintf(out, "configmap %s/%s: unchanged (%s%s)\n", publishNamespace, name, f.Digest, signedBy(f))
+			} else {
+				heldBack++
+				fmt.Fprintf(out, "configmap %s/%s: held back, would be %s (%s, %s%s)\n", publishNamespace, name, st, sel.flag(), f.Digest, signedBy(f))
+			}
+			continue
+		}
 		labels := map[string]string{labelManagedBy: "hnsplan"}
 		if len(validation.IsValidLabelValue(f.Node)) == 0 {
 			labels[labelNode] = f.Node
@@ -277,13 +345,7 @@ func publish(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface
 		if _, err := cs.CoreV1().ConfigMaps(publishNamespace).Apply(ctx, cm, apply); err != nil {
 			return failed(fmt.Sprintf("apply configmap %s/%s", publishNamespace, name), err)
 		}
-		state := "created"
-		if ann, ok := existing[name]; ok {
-			state = "updated"
-			if ann[annotationDigest] == f.Digest && existingData[name] == string(f.Data) && existingSig[name] == string(f.Signature) {
-				state = "unchanged"
-			}
-		}
+		state := stateOf(f)
 		switch state {
 		case "created":
 			created++
@@ -316,6 +378,10 @@ func publish(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface
 	}
 	msg := fmt.Sprintf("published %s to %s on %s: %d created, %d updated, %d unchanged",
 		plural(len(files), "plan"), publishNamespace, host, created, updated, unchanged)
+	if sel.active() {
+		msg = fmt.Sprintf("published %d of %s to %s on %s (%s): %d created, %d updated, %d unchanged, %d held back",
+			len(picked), plural(len(files), "plan"), publishNamespace, host, sel.flag(), created, updated, unchanged, heldBack)
+	}
 	if prune {
 		msg += fmt.Sprintf(", %d pruned", pruned)
 	} else if len(stale) > 0 {

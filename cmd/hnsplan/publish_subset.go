@@ -1,0 +1,119 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hnsplan/hnsplan/compiler"
+)
+
+// A selection is the subset of nodes a publish writes: all of them (the
+// zero value), the nodes named by --nodes, or --canary N of them. The
+// ConfigMaps of the other nodes are not sent anything.
+type selection struct {
+	nodes  []string // --nodes, deduplicated, in the order given
+	canary int      // --canary; 0 for none
+}
+
+func (s selection) active() bool { return len(s.nodes) > 0 || s.canary > 0 }
+
+// flag names the flag that chose the subset, for messages.
+func (s selection) flag() string {
+	if s.canary > 0 {
+		return fmt.Sprintf("--canary %d", s.canary)
+	}
+	return "--nodes " + strings.Join(s.nodes, ",")
+}
+
+// check validates the selection's flags among themselves and against the
+// plans to publish: every node --nodes names must have a plan.
+func (s selection) check(files []compiler.File, prune bool, dir string) error {
+	if s.canary < 0 {
+		return fmt.Errorf("--canary: give the number of nodes to publish to first, 1 or more")
+	}
+	if !s.active() {
+		return nil
+	}
+	if prune {
+		return fmt.Errorf("--prune with %s: --prune deletes the plan ConfigMaps of nodes that have no plan, which are never in the subset; publish to all nodes (without --nodes or --canary) to prune", s.flag())
+	}
+	have := map[string]bool{}
+	var all []string
+	for _, f := range files {
+		have[f.Node] = true
+		all = append(all, f.Node)
+	}
+	slices.Sort(all)
+	var unknown []string
+	for _, n := range s.nodes {
+		if !have[n] {
+			unknown = append(unknown, fmt.Sprintf("%q", n))
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	const show = 10
+	list := strings.Join(all[:min(len(all), show)], ", ")
+	if len(all) > show {
+		list += fmt.Sprintf(", … (%d in all)", len(all))
+	}
+	if len(all) == 0 {
+		list = "none"
+	}
+	noun := "node"
+	if len(unknown) > 1 {
+		noun = "nodes"
+	}
+	return fmt.Errorf("--nodes: %s has no plan for %s %s; it has plans for the Windows nodes %s (hnsplan plan %s lists them): name nodes among these",
+		dir, noun, strings.Join(unknown, ", "), list, dir)
+}
+
+// pick returns the nodes to publish to. changed says whether a node's
+// plan differs from what its ConfigMap holds (every plan, without the
+// cluster): --canary N takes the first N changed nodes by name.
+func (s selection) pick(files []compiler.File, changed func(node string) bool) map[string]bool {
+	out := map[string]bool{}
+	if !s.active() {
+		for _, f := range files {
+			out[f.Node] = true
+		}
+		return out
+	}
+	if len(s.nodes) > 0 {
+		for _, n := range s.nodes {
+			out[n] = true
+		}
+		return out
+	}
+	var cands []string
+	for _, f := range files {
+		if changed(f.Node) {
+			cands = append(cands, f.Node)
+		}
+	}
+	slices.Sort(cands)
+	for _, n := range cands[:min(len(cands), s.canary)] {
+		out[n] = true
+	}
+	return out
+}
+
+// parseNodes splits --nodes values (repeatable, comma-separated),
+// rejecting empty names and dropping repeats.
+func parseNodes(vals []string) ([]string, error) {
+	var out []string
+	for _, v := range vals {
+		for n := range strings.SplitSeq(v, ",") {
+			n = strings.TrimSpace(n)
+			if n == "" {
+				return nil, fmt.Errorf("--nodes %q: an empty node name; give names separated by commas, such as --nodes win-1,win-2", v)
+			}
+			if !slices.Contains(out, n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out, nil
+}
