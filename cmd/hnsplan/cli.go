@@ -99,7 +99,7 @@ Exit codes: 0 success, 1 invalid input or failure, 2 changes found
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().StringVar(&g.color, "color", "auto", "colour the text output: auto, always or never")
 	addLimitFlags(root)
-	root.AddCommand(newVetCmd(g), newCompileCmd(g), newPlanCmd(g), newDiffCmd(g), newMatrixCmd(g), newExplainCmd(g), newRulesCmd(g), newSchemaCmd(), newPublishCmd(g), newExportCmd(g), newVersionCmd())
+	root.AddCommand(newVetCmd(g), newCompileCmd(g), newPlanCmd(g), newDiffCmd(g), newMatrixCmd(g), newExplainCmd(g), newRulesCmd(g), newSchemaCmd(), newPublishCmd(g), newRolloutCmd(g), newExportCmd(g), newVersionCmd())
 	return root
 }
 
