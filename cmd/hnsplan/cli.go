@@ -89,7 +89,8 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 against everything Windows HNS cannot do, and compiles one HNS plan per Windows node.
 
 Exit codes: 0 success, 1 invalid input or failure, 2 changes found
-(diff --detailed-exitcode), 3 usage error.`,
+(diff --detailed-exitcode), 3 usage error, 4 a rollout is halted (rollout status),
+5 rollout status --wait timed out.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
