@@ -350,7 +350,9 @@ func TestRolloutStatusWatch(t *testing.T) {
 	}
 
 	// Every node converges (b releases its slot): --wait ends with 0.
-	go func() { done <- run(append(args, "--wait", "--timeout", "20s", "-o", "json"), &bytes.Buffer{}, &bytes.Buffer{}) }()
+	go func() {
+		done <- run(append(args, "--wait", "--timeout", "20s", "-o", "json"), &bytes.Buffer{}, &bytes.Buffer{})
+	}()
 	time.Sleep(300 * time.Millisecond)
 	if _, err := rollout.Free(context.Background(), f.cs.CoordinationV1(), f.ns, f.b); err != nil {
 		t.Fatal(err)
