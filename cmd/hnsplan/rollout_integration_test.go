@@ -318,7 +318,7 @@ func TestRolloutStatusWatch(t *testing.T) {
 
 	var stdout, stderr syncBuffer
 	done := make(chan int)
-	go func() { done <- run(append(args, "--watch", "--timeout", "4s"), &stdout, &stderr) }()
+	go func() { done <- run(slices.Concat(args, []string{"--watch", "--timeout", "4s"}), &stdout, &stderr) }()
 	waitFor := func(what string, cond func(string) bool) {
 		t.Helper()
 		for deadline := time.Now().Add(3 * time.Second); !cond(stdout.String()); time.Sleep(20 * time.Millisecond) {
@@ -344,14 +344,14 @@ func TestRolloutStatusWatch(t *testing.T) {
 	}
 
 	// --wait times out while nodes are pending: exit 5.
-	_, stderrText := runCLI(t, exitTimeout, append(args, "--wait", "--timeout", "500ms")...)
+	_, stderrText := runCLI(t, exitTimeout, slices.Concat(args, []string{"--wait", "--timeout", "500ms"})...)
 	if !strings.Contains(stderrText, "the rollout is still pending (2 of 3 nodes) after 500ms") {
 		t.Errorf("--wait timeout: %s", stderrText)
 	}
 
 	// Every node converges (b releases its slot): --wait ends with 0.
 	go func() {
-		done <- run(append(args, "--wait", "--timeout", "20s", "-o", "json"), &bytes.Buffer{}, &bytes.Buffer{})
+		done <- run(slices.Concat(args, []string{"--wait", "--timeout", "20s", "-o", "json"}), &bytes.Buffer{}, &bytes.Buffer{})
 	}()
 	time.Sleep(300 * time.Millisecond)
 	if _, err := rollout.Free(context.Background(), f.cs.CoordinationV1(), f.ns, f.b); err != nil {
