@@ -30,6 +30,9 @@ type Pod struct {
 	HostNetwork bool   // no HNS endpoint of its own
 	Phase       string // Pending, Running, Succeeded, Failed, Unknown
 	Terminating bool   // deletionTimestamp is set
+	// Competitor is the competing dataplane the pod runs, if any
+	// (competitorOf); one byte, in the struct's padding.
+	Competitor Competitor
 }
 
 // Key returns "namespace/name".
@@ -107,6 +110,7 @@ func podFromAPI(p *corev1.Pod, in *interner) Pod {
 		HostNetwork:    p.Spec.HostNetwork,
 		Phase:          in.str(string(p.Status.Phase)),
 		Terminating:    p.DeletionTimestamp != nil,
+		Competitor:     competitorOf(p),
 	}
 	if in == nil {
 		out.Labels = cloneMap(p.Labels)

@@ -21,8 +21,9 @@ import (
 
 // podTransform returns the transform for pods: it replaces a *corev1.Pod
 // by a *podObject holding name, namespace, labels, deletion state, phase,
-// node name, service account, host networking, container ports and pod IPs,
-// with strings and label sets shared through in.
+// node name, service account, host networking, container ports, pod IPs and
+// the competing dataplane it runs (from its owner references, which are
+// not kept), with strings and label sets shared through in.
 func podTransform(in *interner) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		p, ok := obj.(*corev1.Pod)
