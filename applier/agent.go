@@ -178,6 +178,7 @@ type Agent struct {
 	st           AgentStatus
 	tunnelFor    string // the applied digest the tunnel was last looked at for
 	mismatchSaid string // the mismatches the last Event named
+	conflictSaid string // the conflict the last Event named
 	done         chan error
 }
 

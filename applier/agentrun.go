@@ -178,7 +178,14 @@ func (a *Agent) report(ctx context.Context, s Status) {
 	if s.State != kube.StateError && s.State != kube.StateWaiting {
 		a.mismatchSaid = mismatch
 	}
+	conflictSaid := a.conflictSaid
+	if s.State == kube.StateConflict {
+		a.conflictSaid = s.LastError
+	} else if s.State != kube.StateError && s.State != kube.StateWaiting {
+		a.conflictSaid = ""
+	}
 	a.mu.Unlock()
+	a.reportConflict(s, conflictSaid)
 	if s.Ops > 0 || s.LastError != "" && s.State != kube.StateWaiting {
 		a.cfg.Log.Info("pass", "state", s.State, "ops", s.Ops, "applied", s.Digest, "err", s.LastError)
 	}
@@ -197,6 +204,9 @@ func (a *Agent) report(ctx context.Context, s Status) {
 	if err := k.SetStatus(ctx, kube.Status{Digest: s.Digest, State: s.State, Error: s.LastError, Mismatch: mismatch}); err != nil {
 		a.cfg.Log.Warn("node status", "err", err)
 	}
+	if s.State == kube.StateConflict {
+		return // the competitor publishes its own tunnel on the Node
+	}
 	// The tunnel changes only with the network: look (a snapshot) after a
 	// pass that changed HNS or applied a new plan (a replace gives a new
 	// DrMacAddress), or while none is published.
@@ -205,5 +215,24 @@ func (a *Agent) report(ctx context.Context, s Status) {
 			a.cfg.Log.Warn("publish the VXLAN tunnel", "err", err)
 		}
 		a.tunnelFor = s.Digest
+	}
+}
+
+// reportConflict says, once per new conflict, that the agent stopped
+// writing because of a competing dataplane, and once that it resumed.
+// said is the conflict the last Event named.
+func (a *Agent) reportConflict(s Status, said string) {
+	event := func(eventtype, reason, message string) {
+		if a.cfg.Kube != nil {
+			a.cfg.Kube.Event(eventtype, reason, message)
+		}
+	}
+	switch {
+	case s.State == kube.StateConflict && s.LastError != said:
+		a.cfg.Log.Warn("another dataplane programs this node's HNS; writing nothing", "conflict", s.LastError)
+		event("Warning", "DataplaneConflict", s.LastError)
+	case s.State != kube.StateConflict && s.State != kube.StateError && s.State != kube.StateWaiting && said != "":
+		a.cfg.Log.Info("the competing dataplane is gone; programming HNS again", "state", s.State)
+		event("Normal", "DataplaneConflictResolved", "the competing dataplane is gone: hnsplan-agent programs HNS again (state "+string(s.State)+")")
 	}
 }

@@ -2,6 +2,7 @@ package applier
 
 import (
 	"cmp"
+	"fmt"
 	"net/netip"
 
 	"github.com/hnsplan/hnsplan/applier/kube"
@@ -26,7 +27,8 @@ type Caches interface {
 // ClusterOf turns the caches into what a pass reads: the pods with an
 // address (not on the host network) as the ACL renderer knows them, with
 // their nodes and named ports; the namespaces' labels; each node's
-// InternalIP (IPv4) and confirmed Calico blocks; the tunnel MACs. ok is
+// InternalIP (IPv4) and confirmed Calico blocks; the tunnel MACs; the
+// competing dataplanes' pods on this node, sorted as Pods are. ok is
 // false while the caches are not synced. It runs on every pass and is
 // linear in pods.
 func ClusterOf(k Caches) (c *Cluster, ok bool) {
@@ -34,7 +36,11 @@ func ClusterOf(k Caches) (c *Cluster, ok bool) {
 		return nil, false
 	}
 	c = &Cluster{PodNodes: map[string]string{}, Namespaces: map[string]map[string]string{}, TunnelMACs: k.TunnelMACs()}
+	self := k.NodeName()
 	for _, p := range k.Pods() {
+		if p.Competes(self) { // host-network pods: before the skip below
+			c.Competitors = append(c.Competitors, fmt.Sprintf("%s pod %s", p.Competitor, p.Key()))
+		}
 		if p.HostNetwork || len(p.IPs) == 0 {
 			continue
 		}
@@ -65,7 +71,7 @@ func ClusterOf(k Caches) (c *Cluster, ok bool) {
 			}
 		}
 	}
-	c.NodeAddr = c.NodeAddrs[k.NodeName()]
+	c.NodeAddr = c.NodeAddrs[self]
 	for _, b := range k.BlockAffinities() {
 		if b.State == "confirmed" && !b.Deleted {
 			c.Blocks[b.Node] = append(c.Blocks[b.Node], b.CIDR)

@@ -18,6 +18,7 @@ type Metrics struct {
 	applied  *prometheus.GaugeVec
 	lastPass prometheus.Gauge
 	mismatch prometheus.Gauge
+	conflict prometheus.Gauge
 	lastDig  string
 }
 
@@ -46,8 +47,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		mismatch: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hnsplan_hns_readback_mismatches", Help: "Fields HNS reads back otherwise than the agent wrote them, after two writes (state hns-readback-mismatch; 0: none).",
 		}),
+		conflict: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hnsplan_dataplane_conflict", Help: "1 while another dataplane programs this node's HNS and the agent writes nothing (state conflict).",
+		}),
 	}
-	reg.MustRegister(m.passes, m.ops, m.errors, m.drifted, m.applied, m.lastPass, m.mismatch)
+	reg.MustRegister(m.passes, m.ops, m.errors, m.drifted, m.applied, m.lastPass, m.mismatch, m.conflict)
 	return m
 }
 
@@ -56,6 +60,9 @@ func (m *Metrics) pass(st Status, d time.Duration, err error) {
 	m.lastPass.SetToCurrentTime()
 	if st.State != kube.StateError && st.State != kube.StateWaiting {
 		m.mismatch.Set(float64(len(st.Mismatches)))
+	}
+	if st.State != kube.StateError {
+		m.conflict.Set(map[bool]float64{true: 1}[st.State == kube.StateConflict])
 	}
 	if err != nil {
 		m.errors.WithLabelValues(string(st.State)).Inc()

@@ -76,6 +76,7 @@ type Reconciler struct {
 	owned  *hns.Owned // the record as last read or written
 	loaded bool
 	echo   *hns.Echo // the baseline, loaded at the first pass
+	fights fights    // another writer of the pod endpoints' ACLs
 }
 
 // EchoStore keeps the baseline of what HNS echoes (statedir.Baseline).
@@ -139,6 +140,13 @@ func (r *Reconciler) Pass(ctx context.Context, c *Cluster) (Status, error) {
 }
 
 func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
+	if c != nil && len(c.Competitors) > 0 {
+		// Before anything is read or written: two dataplanes on one
+		// HNS undo each other (docs/calico.md, Conflict). What the
+		// competitor wrote meanwhile is not a fight.
+		r.fights = fights{}
+		return competitorConflict(c.Competitors), nil
+	}
 	p := r.Plan()
 	if p == nil {
 		return Status{State: kube.StateWaiting, LastError: "no verified plan yet"}, nil
@@ -179,6 +187,9 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 			}
 			continue
 		}
+		if msg := r.fights.observe(have, want, ops); msg != "" {
+			return Status{State: kube.StateConflict, Pending: pending, LastError: msg}, nil
+		}
 		gc := r.GC.ops(ctx, p.Node, have, want, c)
 		ops = append(ops, gc...)
 		if n, err := r.applyOps(ctx, ops); err != nil {
@@ -204,6 +215,7 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 		if want.Echo.Record(ops, now) {
 			r.saveEcho(want.Echo)
 		}
+		r.fights.leave(now, want)
 		r.saveOwned(want, p.Digest)
 		if ms := want.Echo.Mismatches(); len(ms) > 0 {
 			return Status{State: kube.StateReadbackMismatch, Ops: len(ops), Pending: pending, Mismatches: ms, LastError: mismatchError(ms)}, nil

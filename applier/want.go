@@ -32,6 +32,11 @@ type Cluster struct {
 	// claimed at run time) are made from them.
 	Blocks    map[string][]netip.Prefix
 	NodeAddrs map[string]netip.Addr
+	// Competitors are the competing dataplanes' pods on this node
+	// (kube.Pod.Competes), "calico-node-windows pod calico-system/
+	// calico-node-windows-x7k2p": while there is one, a pass writes
+	// nothing (state conflict).
+	Competitors []string
 }
 
 // WantOf is what HNS should hold for plan p and cluster c: the plan's

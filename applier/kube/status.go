@@ -41,6 +41,11 @@ const (
 	// hns.Echo): the object is reported and left alone until the plan or
 	// the object changes; see readback-mismatch.
 	StateReadbackMismatch NodeState = "hns-readback-mismatch"
+	// StateConflict: another dataplane programs this node's HNS (a
+	// calico-node-windows or flanneld pod runs here, or something keeps
+	// rewriting an endpoint's ACLs the agent wrote): the agent writes
+	// nothing to HNS until it is gone; last-error names it.
+	StateConflict NodeState = "conflict"
 )
 
 // Status is what SetStatus publishes.
