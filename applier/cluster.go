@@ -2,7 +2,6 @@ package applier
 
 import (
 	"cmp"
-	"fmt"
 	"net/netip"
 
 	"github.com/hnsplan/hnsplan/applier/kube"
@@ -39,7 +38,7 @@ func ClusterOf(k Caches) (c *Cluster, ok bool) {
 	self := k.NodeName()
 	for _, p := range k.Pods() {
 		if p.Competes(self) { // host-network pods: before the skip below
-			c.Competitors = append(c.Competitors, fmt.Sprintf("%s pod %s", p.Competitor, p.Key()))
+			c.Competitors = append(c.Competitors, Competing{What: p.Competitor, Pod: p.Key()})
 		}
 		if p.HostNetwork || len(p.IPs) == 0 {
 			continue

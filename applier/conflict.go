@@ -17,6 +17,25 @@ import (
 // writer that will not stop.
 const FightPasses = 3
 
+// competing lists the pods of c's competing dataplanes that plan p does
+// not share the node with: flanneld is p's partner when p leaves the
+// routes to it (routing "flanneld", docs/flannel.md: it holds the lease
+// and the host routes, and keeps the plan's network), and a competitor
+// otherwise; calico-node-windows always competes.
+func competing(p *plan.NodePlan, c *Cluster) []string {
+	if c == nil {
+		return nil
+	}
+	var out []string
+	for _, w := range c.Competitors {
+		if w.What == kube.Flanneld && p.Routing == "flanneld" {
+			continue
+		}
+		out = append(out, w.String())
+	}
+	return out
+}
+
 // competitorConflict is the status of a pass that found competing
 // dataplanes on the node (Cluster.Competitors): nothing was written.
 func competitorConflict(who []string) Status {

@@ -14,6 +14,7 @@ import (
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
 	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/planwatch"
+	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
 // podsOf is the example's cluster as the pod cache shows it.
@@ -232,4 +233,50 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	t.Fatalf("no gauge %s", name)
 	return 0
+}
+
+// TestCompetingDependsOnThePlan: flanneld competes with a plan that
+// programs the routes itself (calico-vxlan), and is the partner of one
+// that leaves them to it (flannel-host-gw: routing "flanneld");
+// calico-node-windows competes with both. In conflict nothing is written,
+// not even the network.
+func TestCompetingDependsOnThePlan(t *testing.T) {
+	vxlan := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml").plans["win-1"]
+	hostgw := compile(t, "../examples/flannel-host-gw")
+	var gw *plan.NodePlan
+	for _, p := range hostgw.plans {
+		gw = p
+	}
+	if gw == nil || gw.Routing != "flanneld" || vxlan.Routing == "flanneld" {
+		t.Fatalf("the examples changed: flannel-host-gw routing %q, calico-vxlan %q", gw.Routing, vxlan.Routing)
+	}
+	flanneld := applier.Competing{What: kube.Flanneld, Pod: "kube-flannel/kube-flannel-ds-windows-amd64-q2x9z"}
+	calico := applier.Competing{What: kube.CalicoNodeWindows, Pod: "calico-system/calico-node-windows-x7k2p"}
+	for _, tc := range []struct {
+		name     string
+		p        *plan.NodePlan
+		who      []applier.Competing
+		conflict string
+	}{
+		{"flanneld beside calico-vxlan", vxlan, []applier.Competing{flanneld}, "flanneld pod kube-flannel/kube-flannel-ds-windows-amd64-q2x9z"},
+		{"flanneld beside flannel-host-gw", gw, []applier.Competing{flanneld}, ""},
+		{"calico-node-windows beside flannel-host-gw", gw, []applier.Competing{flanneld, calico}, "calico-node-windows pod calico-system/calico-node-windows-x7k2p"},
+		{"calico-node-windows beside calico-vxlan", vxlan, []applier.Competing{calico}, "calico-node-windows pod calico-system/calico-node-windows-x7k2p"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := hnsmem.New()
+			r := &applier.Reconciler{HNS: h}
+			r.SetPlan(tc.p)
+			st, err := r.Pass(ctx, &applier.Cluster{Competitors: tc.who, PodNodes: map[string]string{}, TunnelMACs: map[string]string{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.conflict == "" && (st.State == kube.StateConflict || h.MutatingCalls() == 0):
+				t.Errorf("%+v, %d mutating calls; want the plan applied", st, h.MutatingCalls())
+			case tc.conflict != "" && (st.State != kube.StateConflict || !strings.Contains(st.LastError, tc.conflict) || strings.Contains(st.LastError, "flanneld") != strings.Contains(tc.conflict, "flanneld") || h.MutatingCalls() != 0):
+				t.Errorf("%+v, %d mutating calls; want conflict naming %s alone, no call", st, h.MutatingCalls(), tc.conflict)
+			}
+		})
+	}
 }

@@ -140,16 +140,16 @@ func (r *Reconciler) Pass(ctx context.Context, c *Cluster) (Status, error) {
 }
 
 func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
-	if c != nil && len(c.Competitors) > 0 {
+	p := r.Plan()
+	if p == nil {
+		return Status{State: kube.StateWaiting, LastError: "no verified plan yet"}, nil
+	}
+	if who := competing(p, c); len(who) > 0 {
 		// Before anything is read or written: two dataplanes on one
 		// HNS undo each other (docs/calico.md, Conflict). What the
 		// competitor wrote meanwhile is not a fight.
 		r.fights = fights{}
-		return competitorConflict(c.Competitors), nil
-	}
-	p := r.Plan()
-	if p == nil {
-		return Status{State: kube.StateWaiting, LastError: "no verified plan yet"}, nil
+		return competitorConflict(who), nil
 	}
 	want, pending, err := WantOf(p, c)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/hnsplan/hnsplan/applier/hns"
+	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/compiler/acl"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
@@ -33,11 +34,18 @@ type Cluster struct {
 	Blocks    map[string][]netip.Prefix
 	NodeAddrs map[string]netip.Addr
 	// Competitors are the competing dataplanes' pods on this node
-	// (kube.Pod.Competes), "calico-node-windows pod calico-system/
-	// calico-node-windows-x7k2p": while there is one, a pass writes
-	// nothing (state conflict).
-	Competitors []string
+	// (kube.Pod.Competes): while the plan does not share the node with
+	// one (competing), a pass writes nothing (state conflict).
+	Competitors []Competing
 }
+
+// Competing is a competing dataplane's pod on this node.
+type Competing struct {
+	What kube.Competitor
+	Pod  string // namespace/name
+}
+
+func (c Competing) String() string { return c.What.String() + " pod " + c.Pod }
 
 // WantOf is what HNS should hold for plan p and cluster c: the plan's
 // network, host endpoint and routes (with the tunnel MACs only the
