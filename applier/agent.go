@@ -13,11 +13,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/planwatch"
 	"github.com/hnsplan/hnsplan/applier/replace"
+	"github.com/hnsplan/hnsplan/applier/rollout"
 	"github.com/hnsplan/hnsplan/applier/statedir"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
@@ -46,6 +48,19 @@ type Config struct {
 	// agent that applies the plan alone, which cannot drain (a replace
 	// blocks until the operator drains) nor collect leaked endpoints.
 	Kube Kube
+	// Leases, with Kube, makes network replaces take turns cluster-wide:
+	// a replace takes a rollout slot (applier/rollout) before it cordons
+	// and gives it back once done, at most the plan's
+	// rollout.maxUnavailable nodes at a time. nil: no slots (an agent
+	// without a cluster replaces when its plan says).
+	Leases typedcoordinationv1.LeasesGetter
+	// RolloutNamespace holds the slot Leases (default hnsplan-system);
+	// SlotDuration is a slot's lease duration (default
+	// rollout.DefaultDuration); SlotPoll how often a node that waits for a
+	// slot, or for an operator, looks again (default 10 s).
+	RolloutNamespace string
+	SlotDuration     time.Duration
+	SlotPoll         time.Duration
 	// Reachable says whether the API server answers now; with Kube it
 	// enables the collection of leaked pod endpoints (GC.Reachable).
 	Reachable func(context.Context) bool
@@ -88,6 +103,15 @@ func (c Config) withDefaults() Config {
 	if c.GCGrace <= 0 {
 		c.GCGrace = 10 * time.Minute
 	}
+	if c.RolloutNamespace == "" {
+		c.RolloutNamespace = planwatch.ConfigMapNamespace
+	}
+	if c.SlotDuration <= 0 {
+		c.SlotDuration = rollout.DefaultDuration
+	}
+	if c.SlotPoll <= 0 {
+		c.SlotPoll = 10 * time.Second
+	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -113,10 +137,16 @@ func (c Config) Validate() error {
 	if c.HostRoutes == nil {
 		errs = append(errs, errors.New("Config.HostRoutes is nil: give the host's routing table (replace.WindowsRoutes on Windows, replace.NewMemRoutes elsewhere)"))
 	}
+	if c.Leases != nil && c.Kube == nil {
+		errs = append(errs, errors.New("Config.Leases is set without Config.Kube: rollout slots need the cluster's nodes (give both, or neither)"))
+	}
+	if c.SlotDuration != 0 && c.SlotDuration < 3*time.Second {
+		errs = append(errs, fmt.Errorf("Config.SlotDuration %v: a Lease counts whole seconds and is renewed every third of it; give 3s or more", c.SlotDuration))
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"--resync", c.Resync}, {"--drain-timeout", c.DrainTimeout}, {"--gc-grace", c.GCGrace}} {
+	}{{"--resync", c.Resync}, {"--drain-timeout", c.DrainTimeout}, {"--gc-grace", c.GCGrace}, {"Config.SlotPoll", c.SlotPoll}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %v is negative: give a positive duration, or leave it out for the default", d.name, d.v))
 		}
@@ -167,10 +197,11 @@ type AgentStatus struct {
 // annotations and Events, the VXLAN tunnel. What it does after a pass is
 // its requeue policy (Pass).
 type Agent struct {
-	cfg  Config
-	r    *Reconciler
-	loop *Loop
-	reg  *prometheus.Registry
+	cfg   Config
+	r     *Reconciler
+	loop  *Loop
+	slots *slotGate
+	reg   *prometheus.Registry
 	// ctx is Run's: the replacer's callbacks, called within a pass, use it.
 	ctx context.Context
 
@@ -191,14 +222,23 @@ func NewAgent(cfg Config) (*Agent, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a := &Agent{cfg: cfg, reg: reg, ctx: context.Background(), st: AgentStatus{Node: cfg.Node, State: kube.StateWaiting}, done: make(chan error, 1)}
+	a.loop = &Loop{Pass: a.Pass, Resync: cfg.Resync, Poll: cfg.SlotPoll}
+	a.loop.Init()
+	a.slots = &slotGate{dir: cfg.StateDir, log: cfg.Log, trigger: a.loop.Trigger,
+		base: func() context.Context { return a.ctx }, event: func(string, string, string) {}}
+	if k := cfg.Kube; k != nil {
+		a.slots.event = k.Event
+		if cfg.Leases != nil {
+			a.slots.leases, a.slots.nodes = cfg.Leases, k.Nodes
+			a.slots.slots = &rollout.Slots{Leases: cfg.Leases, Namespace: cfg.RolloutNamespace, Holder: cfg.Node, Duration: cfg.SlotDuration}
+		}
+	}
 	a.r = &Reconciler{HNS: cfg.HNS, Metrics: NewMetrics(reg), Log: cfg.Log,
 		Owned: statedir.Record(cfg.StateDir), Echo: statedir.Baseline(cfg.StateDir), Replacer: a.replacer()}
 	if cfg.Kube != nil {
 		// Leaked pod endpoints go only while the API server answers now.
 		a.r.GC = &GC{Grace: cfg.GCGrace, Reachable: cfg.Reachable}
 	}
-	a.loop = &Loop{Pass: a.Pass, Resync: cfg.Resync}
-	a.loop.Init()
 	return a, nil
 }
 
@@ -212,11 +252,8 @@ func (a *Agent) Status() AgentStatus {
 // replacer is the drain replacer of the agent's node; its states and
 // steps are reported as they happen.
 func (a *Agent) replacer() *DrainReplacer {
-	var drainer replace.Drainer = NoDrainer{}
-	if a.cfg.Kube != nil {
-		drainer = a.cfg.Kube
-	}
-	return &DrainReplacer{Base: replace.Config{
+	drainer := a.drainer()
+	return &DrainReplacer{Admit: a.slots.Admit, Done: a.slots.Done, Base: replace.Config{
 		HNS: a.cfg.HNS, Drainer: drainer, HostRoutes: a.cfg.HostRoutes,
 		JournalPath:  filepath.Join(a.cfg.StateDir, statedir.JournalFile),
 		ConfirmPath:  filepath.Join(a.cfg.StateDir, statedir.ConfirmFile),
@@ -239,6 +276,14 @@ func (a *Agent) replacer() *DrainReplacer {
 			}
 		},
 	}}
+}
+
+// drainer is the Kube's drain, or NoDrainer without a cluster.
+func (a *Agent) drainer() replace.Drainer {
+	if a.cfg.Kube != nil {
+		return a.cfg.Kube
+	}
+	return NoDrainer{}
 }
 
 // NoDrainer is the Drainer of an agent without a cluster: it cannot

@@ -3,11 +3,13 @@ package applier
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/planwatch"
+	"github.com/hnsplan/hnsplan/applier/statedir"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 	"github.com/hnsplan/hnsplan/internal/crash"
 )
@@ -129,15 +131,28 @@ func (a *Agent) Pass(ctx context.Context, retries int) Next {
 			return Backoff // caches syncing: look again soon
 		}
 	}
+	// An operator's replace --abort comes before the replace it gives up.
+	a.slots.Abort(ctx, a.r.Plan(), filepath.Join(a.cfg.StateDir, statedir.JournalFile), a.drainer())
+	a.slots.why = ""
 	st, err := a.r.Pass(ctx, c)
 	if err != nil && ctx.Err() != nil {
 		return Wait // stopping
+	}
+	if why := a.slots.waiting(); why != "" && st.LastError == "" {
+		st.LastError = why // rollout-waiting, rollout-halted, aborted
+	}
+	if err == nil && st.State == kube.StateConverged {
+		// Also a slot held for a replace the plan no longer needs.
+		a.slots.Done(ctx)
 	}
 	if err != nil {
 		a.cfg.Log.Warn("pass failed; retrying", "err", err, "retries", retries)
 	}
 	a.report(ctx, st)
 	next := NextAfter(st, err)
+	if p := a.r.Plan(); next == Wait && st.State == kube.StateReplacePending && p != nil && a.slots.halted(p.Digest) {
+		next = Poll // aborted: look for the operator's --retry
+	}
 	if next == Wait && st.State == kube.StateConverged && a.cfg.CNI != nil {
 		// The network is up: the CNI networks the plan's pods, whose
 		// ACLs the next pass programs.

@@ -15,6 +15,12 @@ import (
 // want and digest, and the plan's replacement mode.
 type DrainReplacer struct {
 	Base replace.Config
+	// Admit, if set, is the replace's Admit for plan p (the agent's
+	// rollout slot); Done, if set, is called once a replace is done
+	// (state converged), to give the slot back. A replace that ends
+	// blocked or in error keeps its slot: the rollout halts on it.
+	Admit func(ctx context.Context, p *plan.NodePlan, resumed bool) (kube.NodeState, string, error)
+	Done  func(ctx context.Context)
 }
 
 // Replace runs or resumes the journalled replace; a new one journals
@@ -28,7 +34,15 @@ func (d *DrainReplacer) Replace(ctx context.Context, p *plan.NodePlan, want *hns
 	if p.Replacement == "manual" {
 		cfg.Mode = replace.ModeManual
 	}
+	if d.Admit != nil {
+		cfg.Admit = func(ctx context.Context, resumed bool) (kube.NodeState, string, error) {
+			return d.Admit(ctx, p, resumed)
+		}
+	}
 	res, err := replace.Run(ctx, cfg)
+	if err == nil && res.State == kube.StateConverged && d.Done != nil {
+		d.Done(ctx)
+	}
 	if errors.Is(err, replace.ErrBlocked) {
 		return kube.StateBlocked, nil
 	}

@@ -1,6 +1,7 @@
 package applier
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -27,6 +28,10 @@ const (
 	// Backoff: look again after the rate limiter's next delay (an error,
 	// a blocked drain, caches still syncing).
 	Backoff
+	// Poll: look again after the Loop's Poll period: a replace waits for
+	// a rollout slot or an operator, which nothing announces (Leases and
+	// other nodes' states do not trigger a pass). The backoff is reset.
+	Poll
 )
 
 func (n Next) String() string {
@@ -37,6 +42,8 @@ func (n Next) String() string {
 		return "requeue"
 	case Backoff:
 		return "backoff"
+	case Poll:
+		return "poll"
 	}
 	return fmt.Sprintf("Next(%d)", int(n))
 }
@@ -47,6 +54,9 @@ func (n Next) String() string {
 //     delay, whatever it applied before failing);
 //   - state blocked: back off: a drain a PodDisruptionBudget holds up,
 //     whose end nothing announces (budgets are not watched);
+//   - states rollout-waiting and rollout-halted: poll: a slot freed, an
+//     earlier group done or an operator's --retry announces itself to no
+//     watch;
 //   - ops applied: requeue, to verify: the next pass should find nothing
 //     to do (what HNS made of the writes);
 //   - otherwise wait.
@@ -54,6 +64,8 @@ func NextAfter(st Status, err error) Next {
 	switch {
 	case err != nil, st.State == kube.StateBlocked:
 		return Backoff
+	case st.State == kube.StateRolloutWaiting, st.State == kube.StateRolloutHalted:
+		return Poll
 	case st.Ops > 0:
 		return Requeue
 	}
@@ -71,6 +83,8 @@ type Loop struct {
 	// Resync is the period of passes that catch drift nobody announced
 	// (a reboot that dropped a non-persistent network). Default 5 min.
 	Resync time.Duration
+	// Poll is the period of Next Poll; default 10 s.
+	Poll time.Duration
 	// RateLimiter paces retries; default exponential 100 ms .. 2 min.
 	RateLimiter workqueue.TypedRateLimiter[string]
 
@@ -135,6 +149,11 @@ func (l *Loop) next(ctx context.Context) bool {
 	case Requeue:
 		l.queue.Forget(k)
 		l.queue.Add(k)
+	case Poll:
+		l.queue.Forget(k)
+		if ctx.Err() == nil {
+			l.queue.AddAfter(k, cmp.Or(l.Poll, 10*time.Second))
+		}
 	default:
 		l.queue.Forget(k)
 	}

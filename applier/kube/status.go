@@ -36,6 +36,15 @@ const (
 	StateBlocked        NodeState = "blocked"         // replacement waits on evictions a PodDisruptionBudget refuses; nothing was deleted
 	StateReplacePending NodeState = "replace-pending" // replacement needed, but replacement is "manual" (or there is no replacer)
 	StateError          NodeState = "error"           // the last pass failed; see last-error
+	// StateRolloutWaiting: a replace is needed and waits for a rollout
+	// slot (applier/rollout), or for an earlier group of rollout.order to
+	// finish; nothing was done (the node is not cordoned).
+	StateRolloutWaiting NodeState = "rollout-waiting"
+	// StateRolloutHalted: the node's rollout slot was freed by an operator
+	// (hnsplan rollout resume) while its replace was halted; the agent
+	// does nothing more for that plan's replace until hnsplan-agent
+	// replace --retry (or --abort).
+	StateRolloutHalted NodeState = "rollout-halted"
 	// StateReadbackMismatch: HNS reads an object back otherwise than the
 	// agent wrote it, and writing it again would not mend it (see
 	// hns.Echo): the object is reported and left alone until the plan or

@@ -1,6 +1,7 @@
 package replace
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,4 +115,39 @@ func confirmed(path, planDigest string) (bool, error) {
 		got = got[:len(got)-1]
 	}
 	return got == planDigest, nil
+}
+
+// ErrTooLate says a replace cannot be aborted: its network was deleted
+// (or may have been), so only finishing the replace gives the node a
+// network again.
+var ErrTooLate = errors.New("the replace has deleted the network (or begun to): it can only be finished")
+
+// Abortable reports whether the replace journalled at step has deleted
+// nothing yet: the steps before delete-endpoints only cordon, evict and
+// read.
+func Abortable(step Step) bool {
+	return stepIndex(step) >= 0 && stepIndex(step) < stepIndex(StepDeleteEndpoints)
+}
+
+// Abort gives up the replace journalled at journalPath, if it has deleted
+// nothing yet (hnsplan-agent replace --abort): it uncordons the node
+// (the Drainer lifts only a cordon the agent made) and removes the
+// journal. It returns the journal given up, nil if there was none. A
+// replace past snapshot-routes is refused with ErrTooLate and left as it
+// is.
+func Abort(ctx context.Context, journalPath string, d Drainer) (*Journal, error) {
+	j, err := LoadJournal(journalPath)
+	if err != nil || j == nil {
+		return nil, err
+	}
+	if !Abortable(j.Step) {
+		return j, fmt.Errorf("abort the replace of network %s (%s) at step %s: %w; the node has no network until it is (hnsplan-agent replace --retry)", j.Want.Name, j.Reason, j.Step, ErrTooLate)
+	}
+	if err := d.Uncordon(ctx); err != nil {
+		return j, fmt.Errorf("abort the replace of network %s: uncordon the node: %w (the journal stays; try again)", j.Want.Name, err)
+	}
+	if err := removeJournal(journalPath); err != nil {
+		return j, fmt.Errorf("abort the replace of network %s: remove the journal %s: %w", j.Want.Name, journalPath, err)
+	}
+	return j, nil
 }

@@ -149,6 +149,14 @@ type Config struct {
 	Now   func() time.Time
 	Sleep func(ctx context.Context, d time.Duration) error
 
+	// Admit, if set, is asked before anything is done: before a new
+	// replace (once confirmed) cordons the node, and before a journalled
+	// one resumes, resumed saying which. It answers "" to go on, or the
+	// state to report instead (a rollout slot is not free: rollout-waiting)
+	// with why; Run then returns that state, a nil error and no journal
+	// written. It is the agent's rollout slot (applier/rollout).
+	Admit func(ctx context.Context, resumed bool) (wait kube.NodeState, why string, err error)
+
 	// OnState is called with each new state, OnEvent with each thing
 	// worth an Event on the Node. Both may be nil.
 	OnState func(kube.NodeState)
@@ -183,6 +191,9 @@ type Result struct {
 	Pending []string
 	// Restored are the host routes that this Run restored.
 	Restored []Route
+	// Waiting is why Admit held the replace back (State is then the one it
+	// gave).
+	Waiting string
 }
 
 // StepError is a failed step: the network, why it is replaced, the step
@@ -352,6 +363,9 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 				return r.res, nil
 			}
 		}
+		if wait, err := r.admit(ctx, false); wait != "" || err != nil {
+			return r.res, err
+		}
 		now := cfg.Now()
 		r.j = &Journal{Version: JournalVersion, PlanDigest: cfg.PlanDigest, Reason: r.res.Reason,
 			Have: identityOf(have.Network(r.old)), Want: identityOf(&cfg.Want.Network), StartedAt: now}
@@ -381,9 +395,13 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 			// identity (the plan went back): give the node back. A network
 			// that vanished meanwhile (a reboot, with a NonPersistent one)
 			// is recreated by the remaining steps, which skip deleting it.
+			// Giving the node back needs no rollout slot.
 			r.event(step, false, "network %s no longer needs recreating: uncordoning", r.name)
 			step = StepUncordon
 		} else {
+			if wait, err := r.admit(ctx, true); wait != "" || err != nil {
+				return r.res, err
+			}
 			r.event(step, false, "resuming the replace of network %s (%s) at step %s", r.name, j.Reason, step)
 		}
 	}
@@ -432,6 +450,23 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	r.setState(kube.StateConverged)
 	r.event("", false, "network %s recreated (%s)", r.name, r.j.Reason)
 	return r.res, nil
+}
+
+// admit asks Config.Admit; a state to wait in is set and announced.
+func (r *runner) admit(ctx context.Context, resumed bool) (kube.NodeState, error) {
+	if r.cfg.Admit == nil {
+		return "", nil
+	}
+	wait, why, err := r.cfg.Admit(ctx, resumed)
+	if err != nil {
+		return "", fmt.Errorf("replace network %s (%s): %w; nothing was done", r.name, r.res.Reason, err)
+	}
+	if wait != "" {
+		// Admit's to announce: it is asked at every pass while it waits.
+		r.setState(wait)
+		r.res.Waiting = why
+	}
+	return wait, nil
 }
 
 func (r *runner) hook(step Step, after bool) error {

@@ -27,6 +27,9 @@ import (
 const (
 	JournalFile = "replace-journal.json" // the replace in progress (applier/replace)
 	ConfirmFile = "replace-confirm"      // an operator's confirmation of a replace
+	SlotFile    = "rollout-slot.json"    // the rollout slot held, or given up (applier)
+	RetryFile   = "replace-retry"        // an operator's --retry of a halted replace
+	AbortFile   = "replace-abort"        // an operator's --abort of a replace
 	NetworkFile = "network.json"         // the network the agent owns
 	EchoFile    = "echo.json"            // the baseline of what HNS echoes (hns.Echo)
 	LockFile    = "lock"                 // held by the running agent
@@ -74,7 +77,8 @@ func RemoveStale(dir string) error {
 	return errors.Join(
 		atomicfile.RemoveStale(filepath.Join(dir, JournalFile)),
 		atomicfile.RemoveStale(filepath.Join(dir, NetworkFile)),
-		atomicfile.RemoveStale(filepath.Join(dir, EchoFile)))
+		atomicfile.RemoveStale(filepath.Join(dir, EchoFile)),
+		atomicfile.RemoveStale(filepath.Join(dir, SlotFile)))
 }
 
 // record is NetworkFile.
