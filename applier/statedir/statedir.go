@@ -176,3 +176,11 @@ func (d Baseline) Load() (*hns.Echo, error) { return LoadEcho(string(d)) }
 
 // Save is SaveEcho to the directory.
 func (d Baseline) Save(e *hns.Echo) error { return SaveEcho(string(d), e) }
+
+// WriteRequest writes an operator's request for the running agent
+// (RetryFile, AbortFile) into dir, naming the plan (digest) it is about.
+// Like a confirmation it is written without the lock, which the running
+// agent holds; the agent takes it at its next pass.
+func WriteRequest(dir, name, digest string) error {
+	return atomicfile.Write(filepath.Join(dir, name), []byte(digest+"\n"))
+}

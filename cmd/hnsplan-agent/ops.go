@@ -82,37 +82,96 @@ func orNone(s string) string {
 }
 
 func newReplaceCmd() *cobra.Command {
-	var confirm bool
+	var confirm, abort, retry bool
 	var addr, stateDir string
 	cmd := &cobra.Command{
-		Use:   "replace --confirm [--addr HOST:PORT] [--state-dir DIR]",
-		Short: "Confirm the network replace a plan with replacement: manual is waiting for",
+		Use:   "replace (--confirm | --retry | --abort) [--addr HOST:PORT] [--state-dir DIR]",
+		Short: "Confirm, retry or abort the running agent's network replace",
 		Long: `replace --confirm lets the running agent recreate this node's network for the plan it
 is applying now (state replace-pending): it will cordon, drain, recreate and uncordon.
-The confirmation is for that plan only; a later plan asks again.`,
+The confirmation is for that plan only; a later plan asks again.
+
+replace --retry lets a halted replace try again: one blocked or in error (it retries by
+itself too; the rollout stays halted on its slot meanwhile), one whose rollout slot an
+operator freed (state rollout-halted, after hnsplan rollout resume), or one aborted.
+
+replace --abort gives up a replace that has deleted nothing yet: the agent uncordons the
+node (if it cordoned it), removes the journal, releases its rollout slot and reports
+replace-pending; --retry or a new plan starts again. Once the network is deleted it
+refuses: the node has no network, and only finishing the replace gives it one back.
+
+Each writes a request into the agent's state directory, which the agent takes at its
+next pass (within seconds while it waits; a blocked drain ends its wait first).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !confirm {
-				return &exitError{code: exitUsage, err: errors.New("replace needs --confirm: it drains the node and recreates its network")}
+			n := 0
+			for _, b := range []bool{confirm, retry, abort} {
+				if b {
+					n++
+				}
+			}
+			if n != 1 {
+				return &exitError{code: exitUsage, err: errors.New("replace needs one of --confirm (start a replace: it drains the node and recreates its network), --retry or --abort")}
 			}
 			st, err := getStatus(addr)
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			if st.State != kube.StateReplacePending {
-				return &exitError{code: exitFailed, err: fmt.Errorf("node %s is %s, not replace-pending: there is nothing to confirm", st.Node, st.State)}
+			out := cmd.OutOrStdout()
+			switch {
+			case confirm:
+				if st.State != kube.StateReplacePending {
+					return &exitError{code: exitFailed, err: fmt.Errorf("node %s is %s, not replace-pending: there is nothing to confirm", st.Node, st.State)}
+				}
+				if err := replace.Confirm(filepath.Join(stateDir, statedir.ConfirmFile), st.Plan); err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				fmt.Fprintf(out, "confirmed the replace for plan %s on node %s; the agent starts it at its next pass\n", st.Plan, st.Node)
+			case retry:
+				switch st.State {
+				case kube.StateBlocked, kube.StateError, kube.StateRolloutHalted, kube.StateReplacePending:
+				default:
+					return &exitError{code: exitFailed, err: fmt.Errorf("node %s is %s: there is no halted replace to retry (blocked, error, rollout-halted or an aborted replace-pending)", st.Node, st.State)}
+				}
+				if err := request(stateDir, statedir.RetryFile, st.Plan); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "asked node %s to retry the replace for plan %s (it was %s); the agent takes a rollout slot again at its next pass\n", st.Node, st.Plan, st.State)
+			case abort:
+				j, err := replace.LoadJournal(filepath.Join(stateDir, statedir.JournalFile))
+				if err != nil {
+					return &exitError{code: exitFailed, err: err}
+				}
+				if j != nil && !replace.Abortable(j.Step) {
+					return &exitError{code: exitFailed, err: fmt.Errorf("node %s: the replace of network %s (%s) is at step %s: %w. The node has no network until it is; "+
+						"fix what stops it (hnsplan-agent status, the node's Events) and let it finish, or hnsplan-agent replace --retry", st.Node, j.Want.Name, j.Reason, j.Step, replace.ErrTooLate)}
+				}
+				if j == nil && st.State != kube.StateRolloutWaiting && st.State != kube.StateRolloutHalted && st.State != kube.StateError {
+					return &exitError{code: exitFailed, err: fmt.Errorf("node %s is %s and no replace is journalled in %s: there is nothing to abort", st.Node, st.State, stateDir)}
+				}
+				if err := request(stateDir, statedir.AbortFile, st.Plan); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "asked node %s to abort its replace for plan %s; at its next pass it uncordons, releases its rollout slot and reports replace-pending\n", st.Node, st.Plan)
 			}
-			if err := replace.Confirm(filepath.Join(stateDir, statedir.ConfirmFile), st.Plan); err != nil {
-				return &exitError{code: exitFailed, err: err}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "confirmed the replace for plan %s on node %s; the agent starts it at its next pass\n", st.Plan, st.Node)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&confirm, "confirm", false, "confirm the replace")
+	cmd.Flags().BoolVar(&retry, "retry", false, "let a halted replace try again")
+	cmd.Flags().BoolVar(&abort, "abort", false, "give up a replace that has deleted nothing yet")
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:9180", "the agent's --listen address")
 	cmd.Flags().StringVar(&stateDir, "state-dir", defaultStateDir(), "the agent's --state-dir")
 	return cmd
+}
+
+// request writes an operator's request for the running agent (--retry,
+// --abort) into its state directory, naming the plan it is about.
+func request(stateDir, name, digest string) error {
+	if err := statedir.WriteRequest(stateDir, name, digest); err != nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("write the request %s: %w (is --state-dir the agent's?)", name, err)}
+	}
+	return nil
 }
 
 func newInstallCmd() *cobra.Command {

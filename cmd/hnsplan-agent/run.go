@@ -126,7 +126,8 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 		cfg.CNI = func(_ context.Context, p *plan.NodePlan) (int, error) { return simulatePods(m, p) }
 	}
 	if cl != nil {
-		cfg.Kube, cfg.Reachable = cl.kc, cl.reachable
+		// Network replaces take turns through the rollout slots.
+		cfg.Kube, cfg.Reachable, cfg.Leases = cl.kc, cl.reachable, cl.cs.CoordinationV1()
 	}
 	if cfg.Plans, cfg.PlansFrom, cfg.Tasks, err = planSource(f, cl, log); err != nil {
 		return err
