@@ -201,7 +201,10 @@ func (a *Agent) report(ctx context.Context, s Status) {
 	}
 	a.mu.Unlock()
 	a.reportConflict(s, conflictSaid)
-	if s.Ops > 0 || s.LastError != "" && s.State != kube.StateWaiting {
+	// A node that waits for a slot or an operator says why once, when it
+	// changes (slotGate.Admit), not at every poll.
+	waits := s.State == kube.StateWaiting || s.State == kube.StateRolloutWaiting || s.State == kube.StateRolloutHalted
+	if s.Ops > 0 || s.LastError != "" && !waits {
 		a.cfg.Log.Info("pass", "state", s.State, "ops", s.Ops, "applied", s.Digest, "err", s.LastError)
 	}
 	if s.State != kube.StateError && s.State != kube.StateWaiting && mismatch != said && mismatch != "" {
