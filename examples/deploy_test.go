@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/hnsplan/hnsplan/applier/kube"
+	"github.com/hnsplan/hnsplan/applier/rollout"
 )
 
 const deployNamespace = "hnsplan-system"
@@ -535,5 +536,28 @@ func TestDeployNodePolicyFields(t *testing.T) {
 		if !strings.Contains(all, "object.metadata."+field) && !strings.Contains(variablesOf(p), "object.metadata."+field) {
 			t.Errorf("the node policy does not look at metadata.%s", field)
 		}
+	}
+}
+
+// TestDeployLeasePolicyNames: the lease policy speaks applier/rollout's
+// names (the slot Leases' prefix and label) and the agents' namespace.
+func TestDeployLeasePolicyNames(t *testing.T) {
+	p, b := policyByName(t, "hnsplan-agent-own-slot")
+	if p == nil || b == nil {
+		t.Fatal("deploy/lease-policy.yaml: no policy hnsplan-agent-own-slot, or it is not bound")
+	}
+	var exprs []string
+	for _, v := range p.Spec.Validations {
+		exprs = append(exprs, v.Expression)
+	}
+	all := strings.Join(exprs, "\n")
+	for _, want := range []string{"'" + rollout.NamePrefix + "'", "'" + rollout.SlotLabel + "'"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the lease policy's validations do not name %s (applier/rollout)", want)
+		}
+	}
+	sel := p.Spec.MatchConstraints.NamespaceSelector
+	if sel == nil || sel.MatchLabels["kubernetes.io/metadata.name"] != deployNamespace {
+		t.Errorf("the lease policy matches namespaces %v, want %s only", sel, deployNamespace)
 	}
 }
