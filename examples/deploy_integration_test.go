@@ -72,19 +72,7 @@ func agentConfig(admin *rest.Config, node string) *rest.Config {
 // operator would with kubectl apply.
 func applyDeploy(t *testing.T, ctx context.Context, cfg *rest.Config) {
 	t.Helper()
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	groups, err := restmapper.GetAPIGroupResources(dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDiscoveryRESTMapper(groups)
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mapper, dyn := applyClients(t, cfg)
 	// Every file, the namespace first, so that what lives in it can be
 	// applied.
 	byFile := deployObjects(t)
@@ -101,6 +89,26 @@ func applyDeploy(t *testing.T, ctx context.Context, cfg *rest.Config) {
 			applyObject(t, ctx, dyn, mapper, file, obj)
 		}
 	}
+}
+
+// applyClients are what serverSideApply needs: a REST mapper from the API
+// server's discovery, and a dynamic client.
+func applyClients(t *testing.T, cfg *rest.Config) (meta.RESTMapper, dynamic.Interface) {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := restmapper.GetAPIGroupResources(dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDiscoveryRESTMapper(groups)
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mapper, dyn
 }
 
 func applyObject(t *testing.T, ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, file string, obj runtime.Object) {
