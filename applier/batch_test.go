@@ -20,7 +20,7 @@ import (
 // or, if moved[i], behind a VTEP at another address and MAC.
 func withRoutes(p *plan.NodePlan, n int, moved func(int) bool) *plan.NodePlan {
 	c := *p
-	c.RemoteSubnetRoutes = make([]plan.RemoteSubnetRoute, n)
+	routes := make([]plan.RemoteSubnetRoute, n)
 	for i := range n {
 		pa := netip.AddrFrom4([4]byte{10, 241, byte(i / 256), byte(i % 256)})
 		mac := fmt.Sprintf("0E-2A-0A-F1-%02X-%02X", byte(i/256), byte(i))
@@ -28,10 +28,11 @@ func withRoutes(p *plan.NodePlan, n int, moved func(int) bool) *plan.NodePlan {
 			pa = netip.AddrFrom4([4]byte{10, 242, byte(i / 256), byte(i % 256)})
 			mac = fmt.Sprintf("0E-2A-0A-F2-%02X-%02X", byte(i/256), byte(i))
 		}
-		c.RemoteSubnetRoutes[i] = plan.RemoteSubnetRoute{
+		routes[i] = plan.RemoteSubnetRoute{
 			DestinationPrefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(100 + i/256), byte(i % 256), 0}), 26),
 			IsolationId:       4096, ProviderAddress: pa, DistributedRouterMacAddress: mac, Node: fmt.Sprintf("node-%d", i)}
 	}
+	c.SetRoutes(plan.RemoteSubnetTable(p.Cluster, routes))
 	c.Digest = fmt.Sprintf("%s-%d-routes", p.Digest, n)
 	return &c
 }
@@ -119,8 +120,8 @@ func TestBatchRefusedRoute(t *testing.T) {
 	dir, inv := writeIntent(t, t.TempDir(), 2, 80)
 	base := compile(t, dir, inv).plans["win-1"]
 	p := withRoutes(base, 64, nil)
-	p.RemoteSubnetRoutes[37].DistributedRouterMacAddress = "not-a-mac"
-	bad := p.RemoteSubnetRoutes[37].DestinationPrefix.String()
+	p.Routes.Nodes[slices.IndexFunc(p.Routes.Nodes, func(n plan.RouteNode) bool { return n.Node == "node-37" })].TunnelMAC = "not-a-mac"
+	bad := "10.100.37.0/26"
 	for mode, opts := range batchModes {
 		t.Run(mode, func(t *testing.T) {
 			h := hnsmem.New(opts...)

@@ -1,6 +1,7 @@
 package applier
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -82,8 +83,8 @@ func WantOf(p *plan.NodePlan, c *Cluster) (want *hns.Want, pending []string, err
 	return want, pending, nil
 }
 
-// liveRoutes adds the VXLAN routes to the blocks of the nodes the plan
-// names as known only live (unresolved "remoteSubnetRoutes"), from
+// liveRoutes adds the VXLAN routes to the blocks of the nodes whose route
+// table entries leave their blocks to the live cluster (LiveBlocks), from
 // the cluster's BlockAffinities, and says which must wait.
 func liveRoutes(p *plan.NodePlan, c *Cluster, want *hns.Want) (pending []string) {
 	if len(want.Network.Subnets) == 0 || want.Network.Subnets[0].VNI == 0 {
@@ -94,25 +95,24 @@ func liveRoutes(p *plan.NodePlan, c *Cluster, want *hns.Want) (pending []string)
 	for _, r := range want.Network.RemoteRoutes {
 		have[r.Prefix] = true
 	}
-	for _, u := range p.Unresolved {
-		if u.Field != "remoteSubnetRoutes" {
-			continue
+	for _, e := range p.LiveBlockNodes() {
+		node := e.Node
+		blocks := c.Blocks[node]
+		if len(blocks) == 0 {
+			pending = append(pending, fmt.Sprintf("routes to node %s: it holds no block yet (no confirmed BlockAffinity)", node))
 		}
-		for _, node := range u.Nodes {
-			blocks := c.Blocks[node]
-			if len(blocks) == 0 {
-				pending = append(pending, fmt.Sprintf("routes to node %s: it holds no block yet (no confirmed BlockAffinity)", node))
+		for _, b := range blocks {
+			mac, pa := cmp.Or(e.TunnelMAC, c.TunnelMACs[node]), c.NodeAddrs[node]
+			if !pa.IsValid() {
+				pa = e.Address
 			}
-			for _, b := range blocks {
-				mac, pa := c.TunnelMACs[node], c.NodeAddrs[node]
-				switch {
-				case have[b]:
-				case mac == "" || !pa.IsValid():
-					pending = append(pending, fmt.Sprintf("route %s to %s: its tunnel MAC or address is not known yet", b, node))
-				default:
-					want.Network.RemoteRoutes = append(want.Network.RemoteRoutes, hns.RemoteRoute{Prefix: b, VNI: vni, ProviderAddress: pa, DRMAC: mac})
-					have[b] = true
-				}
+			switch {
+			case have[b]:
+			case mac == "" || !pa.IsValid():
+				pending = append(pending, fmt.Sprintf("route %s to %s: its tunnel MAC or address is not known yet", b, node))
+			default:
+				want.Network.RemoteRoutes = append(want.Network.RemoteRoutes, hns.RemoteRoute{Prefix: b, VNI: vni, ProviderAddress: pa, DRMAC: mac})
+				have[b] = true
 			}
 		}
 	}

@@ -41,7 +41,7 @@ func BenchmarkCompile(b *testing.B) {
 		enc += t2.Sub(t1)
 		routes = 0
 		for _, p := range res.Plans {
-			routes += len(p.RemoteSubnetRoutes)
+			routes += len(p.RemoteSubnetRoutes())
 		}
 
 		b.StopTimer()

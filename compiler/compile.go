@@ -171,8 +171,7 @@ type compilation struct {
 	podByKey   map[string]*acl.Pod
 	namespaces map[string]map[string]string
 
-	remote          []remote                     // every node's block, in address order
-	noBlock         []string                     // Linux nodes whose block only the live cluster knows
+	routeTable      *plan.RouteTable             // shared by every plan; nil without routes
 	nodeAnnotations map[string]map[string]string // inventory Nodes
 	podsByNode      map[string][]*intent.Pod
 	dnsServers      []netip.Addr
@@ -275,7 +274,7 @@ func (c *compilation) nodePlan(n *intent.Node, b ipam.Block) *plan.NodePlan {
 	p.SingleNetwork = c.c.Windows.UseSingleNetwork
 	p.PodEndpoint = c.podTemplate(n, b, podGW, &p.Unresolved)
 	p.Program = c.program
-	c.routes(p, n)
+	c.routes(p)
 	c.endpoints(p, n, b)
 	return p
 }
@@ -317,76 +316,58 @@ func (c *compilation) podTemplate(n *intent.Node, b ipam.Block, gw netip.Addr, u
 	return t
 }
 
-// remote is another node's pod block, as a route target.
-type remote struct {
-	node  *intent.Node
-	block netip.Prefix
-	mac   string // VXLAN tunnel MAC, "" if only the live cluster knows it
-}
-
-// remotes lists every node's block in address order, once for all plans:
-// a plan's routes are this list less its own node.
+// remotes makes the route table, once for all plans: every node's block,
+// address and tunnel MAC, and the Linux nodes whose block only the live
+// cluster knows. A plan's routes are the table less its own node; nil when
+// the networking leaves routes to others (BGP, flanneld, the cloud).
 func (c *compilation) remotes() {
+	var typ string
+	var vni uint32
+	var port uint16
+	switch c.c.Networking {
+	case intent.StaticRoutes:
+		typ = plan.RoutesHost
+	case intent.CalicoVXLAN, intent.FlannelVXLAN:
+		typ, vni, port = plan.RoutesRemoteSubnet, c.vni(), c.vxlanPort()
+	default:
+		return
+	}
+	var nodes []plan.RouteNode
 	for i := range c.c.Nodes {
 		n := &c.c.Nodes[i]
-		b, ok := c.ipam.Blocks[n.Name]
-		if !ok {
-			if !n.IsWindows() {
-				c.noBlock = append(c.noBlock, n.Name)
-			}
-			continue
+		e := plan.RouteNode{Node: n.Name, Address: n.Addr}
+		if typ == plan.RoutesRemoteSubnet {
+			e.TunnelMAC = c.vtepMAC(n)
 		}
-		c.remote = append(c.remote, remote{node: n, block: b.Prefix, mac: c.vtepMAC(n)})
+		if b, ok := c.ipam.Blocks[n.Name]; ok {
+			e.Blocks = []netip.Prefix{b.Prefix}
+		} else if n.IsWindows() || typ == plan.RoutesHost {
+			continue
+		} else {
+			e.LiveBlocks = true
+		}
+		nodes = append(nodes, e)
 	}
-	slices.SortFunc(c.remote, func(a, b remote) int { return comparePrefix(a.block, b.block) })
+	pools := make([]netip.Prefix, 0, len(c.c.Pools))
+	for _, p := range c.c.Pools {
+		pools = append(pools, p.CIDR)
+	}
+	slices.SortFunc(pools, plan.ComparePrefix)
+	key := plan.RouteKey(c.c.Name, string(c.c.Networking), typ, vni, port, pools)
+	c.routeTable = plan.NewRouteTable(c.c.Name, key, typ, vni, nodes)
 }
 
-// routes adds the routes to the other nodes' pod blocks.
-func (c *compilation) routes(p *plan.NodePlan, self *intent.Node) {
+// routes gives a plan its route table, or says who routes instead.
+func (c *compilation) routes(p *plan.NodePlan) {
 	switch c.c.Networking {
 	case intent.CalicoBGP:
 		p.Routing = "bgp"
-		return
 	case intent.FlannelHostGW:
 		p.Routing = "flanneld"
-		return
 	case intent.CloudProvider:
 		p.Routing = "cloud-provider"
-		return
 	}
-	var noMAC []string
-	vni := c.vni()
-	for _, r := range c.remote {
-		if r.node == self {
-			continue
-		}
-		if c.c.Networking == intent.StaticRoutes {
-			p.HostRoutes = append(p.HostRoutes, plan.HostRoute{DestinationPrefix: r.block, NextHop: r.node.Addr, Node: r.node.Name})
-			continue
-		}
-		if r.mac == "" {
-			noMAC = append(noMAC, r.node.Name)
-		}
-		if p.RemoteSubnetRoutes == nil {
-			p.RemoteSubnetRoutes = make([]plan.RemoteSubnetRoute, 0, len(c.remote))
-		}
-		p.RemoteSubnetRoutes = append(p.RemoteSubnetRoutes, plan.RemoteSubnetRoute{
-			DestinationPrefix: r.block, IsolationId: vni, ProviderAddress: r.node.Addr,
-			DistributedRouterMacAddress: r.mac, Node: r.node.Name,
-		})
-	}
-	if len(noMAC) > 0 {
-		slices.Sort(noMAC)
-		src := "each node's VXLAN tunnel MAC: annotation " + calicoMACAnnot + " (Linux), the DrMacAddress its agent publishes there (Windows)"
-		if c.c.Networking == intent.FlannelVXLAN {
-			src = "each node's VtepMAC in annotation " + flannelBackendKey
-		}
-		p.Unresolved = append(p.Unresolved, plan.Unresolved{Field: "remoteSubnetRoutes[].DistributedRouterMacAddress", Source: src, Nodes: noMAC})
-	}
-	if len(c.noBlock) > 0 && c.c.Networking != intent.StaticRoutes {
-		p.Unresolved = append(p.Unresolved, plan.Unresolved{Field: "remoteSubnetRoutes",
-			Source: "the blocks Calico assigns to these Linux nodes at run time (BlockAffinity objects)", Nodes: c.noBlock})
-	}
+	p.Routes = c.routeTable
 }
 
 // vtepMAC reads a node's VXLAN tunnel MAC from the inventory.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -15,21 +16,58 @@ import (
 	"github.com/hnsplan/hnsplan/internal/crash"
 )
 
-// File is an encoded plan.
+// File is an encoded plan, or a shared part the plans name.
 type File struct {
-	Node      string
-	Name      string // plan.FileName(Node)
+	Node      string // the plan's node; "" for a part
+	Part      string // the part's name; "" for a plan
+	Kind      string // plan.Kind, or the part's kind
+	Name      string // plan.FileName(Node), or plan.PartFileName(Part)
 	Digest    string
 	Data      []byte
 	Signature []byte // the detached signature of Data (plan.Sign), or nil
 }
 
+// partFiles encodes the parts plans share (plan.EncodeParts), which sets
+// the plans' references to them, in the order they are written: shards
+// and chunks, then the route tables' heads, so that a reader never finds
+// a head, or a plan, before what it names. With sign, heads are signed:
+// a plan names its route table by key, not digest, so the head's own
+// signature is what proves its shards (which it names by digest).
+func partFiles(plans []*plan.NodePlan, sign Signer) ([]File, error) {
+	parts, err := plan.EncodeParts(plans)
+	if err != nil {
+		return nil, err
+	}
+	files := make([]File, 0, len(parts))
+	for _, heads := range []bool{false, true} {
+		for _, p := range parts {
+			if (p.Kind == plan.KindRouteTable) != heads {
+				continue
+			}
+			f := File{Part: p.Name, Kind: p.Kind, Name: plan.PartFileName(p.Name), Digest: p.Digest, Data: p.Data}
+			if heads && sign != nil {
+				f.Signature = sign(p.Data)
+			}
+			files = append(files, f)
+		}
+	}
+	return files, nil
+}
+
+// IsPlan reports whether f is a plan, not a part.
+func (f File) IsPlan() bool { return f.Part == "" }
+
 // A Signer returns the detached signature of a plan file's bytes
 // (plan.Sign with the signing key).
 type Signer func(data []byte) []byte
 
-// EncodePlans encodes plans on all CPUs, keeping their order.
+// EncodePlans encodes the parts plans share (first, in the order they are
+// written) and the plans, on all CPUs, keeping their order.
 func EncodePlans(plans []*plan.NodePlan) ([]File, error) {
+	parts, err := partFiles(plans, nil)
+	if err != nil {
+		return nil, err
+	}
 	files := make([]File, len(plans))
 	errs := make([]error, len(plans))
 	var wg sync.WaitGroup
@@ -40,7 +78,7 @@ func EncodePlans(plans []*plan.NodePlan) ([]File, error) {
 				func() {
 					defer crash.Capture(&errs[i])
 					data, err := plan.Encode(plans[i])
-					files[i], errs[i] = File{Node: plans[i].Node, Name: plan.FileName(plans[i].Node), Digest: plans[i].Digest, Data: data}, err
+					files[i], errs[i] = File{Node: plans[i].Node, Kind: plan.Kind, Name: plan.FileName(plans[i].Node), Digest: plans[i].Digest, Data: data}, err
 				}()
 			}
 		})
@@ -50,13 +88,17 @@ func EncodePlans(plans []*plan.NodePlan) ([]File, error) {
 	}
 	close(next)
 	wg.Wait()
-	return files, errors.Join(errs...)
+	return append(parts, files...), errors.Join(errs...)
 }
 
 // Removals are the plans of a previous compile that a new one drops.
 type Removals struct {
 	Existing int               // plans the previous index lists
 	Stale    []plan.IndexEntry // those whose node has no plan now, in index order
+	// Parts are the parts the previous index lists (those that are part
+	// files holding that part); WritePlans removes those the new plans do
+	// not name.
+	Parts []plan.IndexPart
 	// Legacy is set when the previous index is plan.LegacyIndexFile, which
 	// WritePlans replaces by plan.IndexFile.
 	Legacy bool
@@ -83,6 +125,11 @@ func StalePlans(dir string, plans []*plan.NodePlan) (Removals, error) {
 	for _, e := range prev.Plans {
 		if !keep[e.Node] && e.IsPlanFile() && isPlanOf(filepath.Join(dir, e.File), e.Node) {
 			r.Stale = append(r.Stale, e)
+		}
+	}
+	for _, e := range prev.Parts {
+		if e.IsPartFile() && isPartOf(filepath.Join(dir, e.File), e.Name) {
+			r.Parts = append(r.Parts, e)
 		}
 	}
 	return r, nil
@@ -129,6 +176,16 @@ func readRegular(path string) ([]byte, error) {
 
 // isPlanOf reports whether path is a regular file holding a NodePlan of
 // node.
+func isPartOf(path, name string) bool {
+	data, err := readRegular(path)
+	if err != nil {
+		return false
+	}
+	var head struct{ Kind, Name string }
+	return json.Unmarshal(data, &head) == nil && head.Name == name &&
+		(head.Kind == plan.KindRouteTable || head.Kind == plan.KindRouteShard || head.Kind == plan.KindProgramChunk)
+}
+
 func isPlanOf(path, node string) bool {
 	data, err := readRegular(path)
 	if err != nil {
@@ -224,6 +281,32 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 	if err != nil {
 		return nil, err
 	}
+	parts, err := partFiles(plans, sign)
+	if err != nil {
+		return nil, fmt.Errorf("no plan written to %s: %w", dir, err)
+	}
+	partTemps, partSigTemps := make([]string, len(parts)), make([]string, len(parts))
+	for i, f := range parts {
+		if f.Signature != nil {
+			if partSigTemps[i], err = writeTemp(dir, f.Signature); err != nil {
+				break
+			}
+		}
+		if partTemps[i], err = writeTemp(dir, f.Data); err != nil {
+			break
+		}
+	}
+	dropPartTemps := func(from int) {
+		for _, t := range append(partTemps[from:], partSigTemps[from:]...) {
+			if t != "" {
+				os.Remove(t)
+			}
+		}
+	}
+	if err != nil {
+		dropPartTemps(0)
+		return nil, fmt.Errorf("no plan written to %s: %w", dir, err)
+	}
 	entries := make([]plan.IndexEntry, len(plans))
 	temps := make([]string, len(plans))
 	sigTemps := make([]string, len(plans))
@@ -262,7 +345,27 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 	}
 	if err := errors.Join(errs...); err != nil {
 		dropTemps(0)
+		dropPartTemps(0)
 		return nil, fmt.Errorf("no plan written to %s: %w", dir, err)
+	}
+	// The parts first, in partFiles' order: a reader finds what a head or
+	// a plan names before the head or the plan.
+	for i, f := range parts {
+		name := filepath.Join(dir, f.Name)
+		var err error
+		if partSigTemps[i] != "" {
+			err = os.Rename(partSigTemps[i], plan.SignatureFile(name))
+		} else {
+			err = removeSignature(name)
+		}
+		if err == nil {
+			err = os.Rename(partTemps[i], name)
+		}
+		if err != nil {
+			dropPartTemps(i)
+			dropTemps(0)
+			return nil, fmt.Errorf("write %s: %w", name, err)
+		}
 	}
 	for i, e := range entries {
 		name := filepath.Join(dir, e.File)
@@ -294,7 +397,30 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 			return removed, err
 		}
 	}
-	idx := plan.Index{FormatVersion: plan.FormatVersion, Kind: plan.IndexKind, Cluster: cluster, Plans: entries}
+	// Parts no plan names any more: the plans that named them are gone.
+	keep := map[string]bool{}
+	idxParts := make([]plan.IndexPart, 0, len(parts))
+	for _, f := range parts {
+		keep[f.Part] = true
+		idxParts = append(idxParts, plan.IndexPart{Name: f.Part, Kind: f.Kind, File: f.Name, Digest: f.Digest})
+	}
+	slices.SortFunc(idxParts, func(a, b plan.IndexPart) int { return strings.Compare(a.Name, b.Name) })
+	for _, e := range stale.Parts {
+		if keep[e.Name] {
+			continue
+		}
+		err := removeSignature(filepath.Join(dir, e.File))
+		if err == nil {
+			err = os.Remove(filepath.Join(dir, e.File))
+		}
+		switch {
+		case err == nil:
+			removed = append(removed, e.File)
+		case !errors.Is(err, fs.ErrNotExist):
+			return removed, err
+		}
+	}
+	idx := plan.Index{FormatVersion: plan.FormatVersion, Kind: plan.IndexKind, Cluster: cluster, Plans: entries, Parts: idxParts}
 	data, err := json.MarshalIndent(idx, "", "  ")
 	if err != nil {
 		return removed, err
@@ -373,6 +499,42 @@ func ReadPlanDir(dir string) (files []File, plans []*plan.NodePlan, ok bool, err
 	if name == "" {
 		return nil, nil, false, nil
 	}
+	var parts plan.Parts
+	seenPart := map[string]bool{}
+	for _, e := range idx.Parts {
+		if !e.IsPartFile() {
+			return nil, nil, true, fmt.Errorf("%s: the part entry %q names %q, which is not a part file of this directory (_<part>.json, for a part name compile gives)", filepath.Join(dir, name), e.Name, e.File)
+		}
+		if seenPart[e.Name] {
+			return nil, nil, true, fmt.Errorf("%s: part %s is listed twice", filepath.Join(dir, name), e.Name)
+		}
+		seenPart[e.Name] = true
+		path := filepath.Join(dir, e.File)
+		data, err := readRegular(path)
+		if err != nil {
+			return nil, nil, true, err
+		}
+		var part any
+		switch e.Kind {
+		case plan.KindRouteTable:
+			part, err = plan.DecodeRouteTable(data, e.Name)
+		case plan.KindRouteShard:
+			part, err = plan.DecodeRouteShard(data, e.Name)
+		case plan.KindProgramChunk:
+			part, err = plan.DecodeProgramChunk(data, e.Name)
+		default:
+			err = fmt.Errorf("unknown part kind %q", e.Kind)
+		}
+		if err != nil {
+			return nil, nil, true, fmt.Errorf("%s: %w", path, err)
+		}
+		sig, err := readRegular(plan.SignatureFile(path))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, nil, true, err
+		}
+		parts.Add(part)
+		files = append(files, File{Part: e.Name, Kind: e.Kind, Name: e.File, Digest: e.Digest, Data: data, Signature: sig})
+	}
 	seen := map[string]bool{}
 	for _, e := range idx.Plans {
 		if !e.IsPlanFile() {
@@ -394,7 +556,10 @@ func ReadPlanDir(dir string) (files []File, plans []*plan.NodePlan, ok bool, err
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, nil, true, err
 		}
-		files = append(files, File{Node: p.Node, Name: e.File, Digest: p.Digest, Data: data, Signature: sig})
+		if err := parts.Assemble(p); err != nil {
+			return nil, nil, true, fmt.Errorf("%s: %w", filepath.Join(dir, e.File), err)
+		}
+		files = append(files, File{Node: p.Node, Kind: plan.Kind, Name: e.File, Digest: p.Digest, Data: data, Signature: sig})
 		plans = append(plans, p)
 	}
 	return files, plans, true, nil

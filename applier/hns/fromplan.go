@@ -39,7 +39,7 @@ func WantFromPlan(p *plan.NodePlan, live LiveValues) (w *Want, pending []string)
 	} else if live.AdapterName != "" && n.Type == "L2Bridge" {
 		n.AdapterName = live.AdapterName
 	}
-	for _, r := range p.RemoteSubnetRoutes {
+	for _, r := range p.RemoteSubnetRoutes() {
 		mac := r.DistributedRouterMacAddress
 		if mac == "" {
 			mac = live.TunnelMACs[r.Node]

@@ -17,7 +17,7 @@ func fromPlanSample() *plan.NodePlan {
 	ssh := plan.ACL{Id: "host-ssh", Protocols: "6", Action: "Allow", Direction: "In", LocalPorts: "22", RuleType: "Switch", Priority: 100}
 	allow := plan.ACL{Id: "pod-all", Action: "Allow", Direction: "Out", RuleType: "Switch", Priority: 1000}
 	deny := plan.ACL{Id: "pod-deny", Action: "Block", Direction: "In", RuleType: "Switch", Priority: 2000}
-	return &plan.NodePlan{
+	p := &plan.NodePlan{
 		Node: "win-1",
 		Network: plan.Network{
 			Name: "Calico", Type: "Overlay",
@@ -35,13 +35,14 @@ func fromPlanSample() *plan.NodePlan {
 				plan.NewPolicy(plan.ProviderAddress{ProviderAddress: netip.MustParseAddr("10.0.0.5")})}},
 		Endpoints: []plan.Endpoint{{Name: "pod-a", IpConfigurations: []plan.IpConfig{{IpAddress: netip.MustParseAddr("192.168.0.5"), PrefixLength: 26}},
 			Policies: []plan.Policy{plan.NewPolicy(deny), plan.NewPolicy(allow)}}},
-		RemoteSubnetRoutes: []plan.RemoteSubnetRoute{
-			{DestinationPrefix: netip.MustParsePrefix("192.168.0.64/26"), IsolationId: 4096, ProviderAddress: netip.MustParseAddr("10.0.0.6"), Node: "win-2"},
-			{DestinationPrefix: netip.MustParsePrefix("192.168.0.128/26"), IsolationId: 4096, ProviderAddress: netip.MustParseAddr("10.0.0.7"), Node: "linux-1"},
-			{DestinationPrefix: netip.MustParsePrefix("192.168.0.192/26"), IsolationId: 4096, ProviderAddress: netip.MustParseAddr("10.0.0.8"), Node: "win-3",
-				DistributedRouterMacAddress: "0E-2A-0A-00-00-08"},
-		},
 	}
+	p.SetRoutes(plan.RemoteSubnetTable("c", []plan.RemoteSubnetRoute{
+		{DestinationPrefix: netip.MustParsePrefix("192.168.0.64/26"), IsolationId: 4096, ProviderAddress: netip.MustParseAddr("10.0.0.6"), Node: "win-2"},
+		{DestinationPrefix: netip.MustParsePrefix("192.168.0.128/26"), IsolationId: 4096, ProviderAddress: netip.MustParseAddr("10.0.0.7"), Node: "linux-1"},
+		{DestinationPrefix: netip.MustParsePrefix("192.168.0.192/26"), IsolationId: 4096, ProviderAddress: netip.MustParseAddr("10.0.0.8"), Node: "win-3",
+			DistributedRouterMacAddress: "0E-2A-0A-00-00-08"},
+	}))
+	return p
 }
 
 func TestWantFromPlan(t *testing.T) {

@@ -399,12 +399,12 @@ const MaxListDetails = 50
 // routes compares remote subnet routes: added and removed in place, one by
 // one, as HNS takes them.
 func routes(n string, b, h *plan.NodePlan) (Change, bool) {
-	return setChange(n, "remoteSubnetRoutes", b.RemoteSubnetRoutes, h.RemoteSubnetRoutes,
+	return setChange(n, "remoteSubnetRoutes", b.RemoteSubnetRoutes(), h.RemoteSubnetRoutes(),
 		func(r plan.RemoteSubnetRoute) netip.Prefix { return r.DestinationPrefix }, routeText)
 }
 
 func hostRoutes(n string, b, h *plan.NodePlan) (Change, bool) {
-	return setChange(n, "hostRoutes", b.HostRoutes, h.HostRoutes,
+	return setChange(n, "hostRoutes", b.HostRoutes(), h.HostRoutes(),
 		func(r plan.HostRoute) netip.Prefix { return r.DestinationPrefix }, hostRouteText)
 }
 

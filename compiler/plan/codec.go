@@ -17,38 +17,50 @@ import (
 // this version or not, and any change to the file breaks it. p.Digest is
 // set as a side effect.
 func Encode(p *NodePlan) ([]byte, error) {
-	p.Digest = ""
+	b, err := encodeDigested(p, &p.Digest)
+	if err != nil {
+		return nil, fmt.Errorf("plan: encode node %s: %w", p.Node, err)
+	}
+	return b, nil
+}
+
+// encodeDigested encodes v, whose top-level digest member is *digest, as
+// Encode does a plan, and sets *digest.
+func encodeDigested(v any, digest *string) ([]byte, error) {
+	*digest = ""
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // "0E-2A-<ip hex>", not "\u003cip hex\u003e"
-	if err := enc.Encode(p); err != nil {
-		return nil, fmt.Errorf("plan: encode node %s: %w", p.Node, err)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
 	}
 	compact := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	b := append(indent(make([]byte, 0, len(compact)*3/2), compact), '\n')
 	sum := sha256.Sum256(b)
-	p.Digest = "sha256:" + hex.EncodeToString(sum[:])
-	// The first `"digest": ""` is the top-level one: the fields before it
-	// (formatVersion, kind, node) cannot hold a quote unescaped.
+	*digest = "sha256:" + hex.EncodeToString(sum[:])
 	placeholder := []byte(`"digest": ""`)
 	i := bytes.Index(b, placeholder)
 	if i < 0 {
-		return nil, fmt.Errorf("plan: encode node %s: no digest placeholder", p.Node)
+		return nil, errors.New("no digest placeholder")
 	}
-	out := make([]byte, 0, len(b)+len(p.Digest))
+	out := make([]byte, 0, len(b)+len(*digest))
 	out = append(out, b[:i]...)
-	out = append(out, `"digest": "`+p.Digest+`"`...)
+	out = append(out, `"digest": "`+*digest+`"`...)
 	out = append(out, b[i+len(placeholder):]...)
 	return out, nil
 }
 
-// A DecodeError says why a plan was rejected.
+// DecodeError is why a plan or a part was refused.
 type DecodeError struct {
 	Node string // the node the reader expected, if any
+	Part string // the part the reader expected, for a part
 	Err  error
 }
 
 func (e *DecodeError) Error() string {
+	if e.Part != "" {
+		return fmt.Sprintf("part %s: %v", e.Part, e.Err)
+	}
 	if e.Node != "" {
 		return fmt.Sprintf("plan for node %s: %v", e.Node, e.Err)
 	}
@@ -64,48 +76,107 @@ var (
 	ErrForeignNode   = errors.New("the plan is for another node")
 	ErrNotANodePlan  = errors.New("not a NodePlan")
 	ErrMissingDigest = errors.New("the plan has no digest")
+	ErrWrongKind     = errors.New("not the part expected")
+	ErrForeignPart   = errors.New("the part has another name")
 )
 
-// Decode reads a plan file and verifies it: at most MaxSize bytes, a NodePlan of format major 1,
-// for node (unless node is ""), whose digest matches its bytes. Fields it
-// does not know are ignored. A plan that fails any check is returned as a
-// *DecodeError and must not be applied.
+// Decode reads a plan file and verifies it: at most MaxSize bytes, a
+// NodePlan of format major 2, for node (unless node is ""), whose digest
+// matches its bytes. Fields it does not know are ignored. A plan that
+// fails any check is returned as a *DecodeError and must not be applied.
+// The plan names its shared parts; Parts.Assemble attaches them.
 func Decode(data []byte, node string) (*NodePlan, error) {
-	fail := func(err error) (*NodePlan, error) { return nil, &DecodeError{Node: node, Err: err} }
-	if len(data) > MaxSize {
-		return fail(fmt.Errorf("%w: %d bytes, more than a plan's %d", ErrTooLarge, len(data), MaxSize))
-	}
 	var p NodePlan
-	if err := json.Unmarshal(data, &p); err != nil {
+	if err := verify(data, &p, Kind, MaxSize); err != nil {
+		return nil, &DecodeError{Node: node, Err: err}
+	}
+	if node != "" && p.Node != node {
+		return nil, &DecodeError{Node: node, Err: fmt.Errorf("%w: %q", ErrForeignNode, p.Node)}
+	}
+	return &p, nil
+}
+
+// DecodeRouteTable, DecodeRouteShard and DecodeProgramChunk read a part
+// and verify it as Decode does a plan: at most MaxPartSize bytes, of its
+// kind and format major, named name, whose digest matches its bytes.
+func DecodeRouteTable(data []byte, name string) (*RouteTable, error) {
+	return decodePart[RouteTable](data, name, KindRouteTable)
+}
+
+// DecodeRouteShard: see DecodeRouteTable.
+func DecodeRouteShard(data []byte, name string) (*RouteShard, error) {
+	return decodePart[RouteShard](data, name, KindRouteShard)
+}
+
+// DecodeProgramChunk: see DecodeRouteTable.
+func DecodeProgramChunk(data []byte, name string) (*ProgramChunk, error) {
+	return decodePart[ProgramChunk](data, name, KindProgramChunk)
+}
+
+func decodePart[T any, PT interface {
+	*T
+	digested
+}](data []byte, name, kind string) (*T, error) {
+	v := PT(new(T))
+	if err := verify(data, v, kind, MaxPartSize); err != nil {
+		return nil, &DecodeError{Part: name, Err: err}
+	}
+	if got := v.header().name; got != name {
+		return nil, &DecodeError{Part: name, Err: fmt.Errorf("%w: the part is named %q", ErrForeignPart, got)}
+	}
+	return (*T)(v), nil
+}
+
+// digested is what verify checks of a plan or part.
+type digested interface{ header() header }
+
+type header struct{ formatVersion, kind, name, digest string }
+
+func (p *NodePlan) header() header     { return header{p.FormatVersion, p.Kind, p.Node, p.Digest} }
+func (t *RouteTable) header() header   { return header{t.FormatVersion, t.Kind, t.Name, t.Digest} }
+func (s *RouteShard) header() header   { return header{s.FormatVersion, s.Kind, s.Name, s.Digest} }
+func (c *ProgramChunk) header() header { return header{c.FormatVersion, c.Kind, c.Name, c.Digest} }
+
+// verify decodes data into v and checks its size, kind, format major and
+// digest.
+func verify(data []byte, v digested, kind string, limit int) error {
+	if len(data) > limit {
+		return fmt.Errorf("%w: %d bytes, more than a %s's %d", ErrTooLarge, len(data), kind, limit)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
 		var syntax *json.SyntaxError
 		if errors.As(err, &syntax) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return fail(fmt.Errorf("not valid JSON (truncated?): %w", err))
+			return fmt.Errorf("not valid JSON (truncated?): %w", err)
 		}
 		// Well-formed JSON with a value of the wrong type or form (an
 		// address that does not parse, a port over 65535): the content
 		// is wrong, not cut short.
-		return fail(fmt.Errorf("%w: %w", ErrInvalid, err))
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if p.Kind != Kind {
-		return fail(fmt.Errorf("%w: kind is %q", ErrNotANodePlan, p.Kind))
+	h := v.header()
+	if h.kind != kind {
+		if kind == Kind {
+			return fmt.Errorf("%w: kind is %q", ErrNotANodePlan, h.kind)
+		}
+		return fmt.Errorf("%w: kind is %q, not %s", ErrWrongKind, h.kind, kind)
 	}
-	if major, _, _ := strings.Cut(p.FormatVersion, "."); major != FormatVersion {
-		return fail(fmt.Errorf("%w %q: this version reads %s.x", ErrMajorVersion, p.FormatVersion, FormatVersion))
+	if major, _, _ := strings.Cut(h.formatVersion, "."); major != FormatVersion {
+		if major == "1" {
+			return fmt.Errorf("%w %q: this version reads %s.x; format 1 (every route and the whole policy program inside each plan) is written by hnsplan releases before the split into parts", ErrMajorVersion, h.formatVersion, FormatVersion)
+		}
+		return fmt.Errorf("%w %q: this version reads %s.x", ErrMajorVersion, h.formatVersion, FormatVersion)
 	}
-	if node != "" && p.Node != node {
-		return fail(fmt.Errorf("%w: %q", ErrForeignNode, p.Node))
-	}
-	if p.Digest == "" {
-		return fail(ErrMissingDigest)
+	if h.digest == "" {
+		return ErrMissingDigest
 	}
 	sum, err := digestOf(data)
 	if err != nil {
-		return fail(err)
+		return err
 	}
-	if sum != p.Digest {
-		return fail(ErrDigest)
+	if sum != h.digest {
+		return ErrDigest
 	}
-	return &p, nil
+	return nil
 }
 
 // digestOf hashes data with the top-level digest value emptied. It finds

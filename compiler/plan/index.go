@@ -18,6 +18,22 @@ type Index struct {
 	Kind          string       `json:"kind"`
 	Cluster       string       `json:"cluster"`
 	Plans         []IndexEntry `json:"plans"`
+	// Parts are the shared parts the plans name, in name order.
+	Parts []IndexPart `json:"parts"`
+}
+
+// IndexPart is one shared part of an index.
+type IndexPart struct {
+	Name   string `json:"name"`
+	Kind   string `json:"kind"` // RouteTable, RouteShard or ProgramChunk
+	File   string `json:"file"` // relative to the index: PartFileName(name)
+	Digest string `json:"digest"`
+}
+
+// IsPartFile reports whether the entry names a part by a name compile
+// gives, in its file beside the index.
+func (e IndexPart) IsPartFile() bool {
+	return CheckPartName(e.Name) == nil && e.File == PartFileName(e.Name)
 }
 
 // IndexEntry is one plan of an index.

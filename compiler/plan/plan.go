@@ -16,7 +16,7 @@ import (
 // FormatVersion is the plan format, "major.minor" or "major". A reader
 // accepts any minor of its major and ignores fields it does not know; it
 // rejects another major.
-const FormatVersion = "1"
+const FormatVersion = "2"
 
 // Kind is the value of a plan's "kind".
 const Kind = "NodePlan"
@@ -49,27 +49,35 @@ type NodePlan struct {
 	Rollout *Rollout `json:"rollout,omitempty"`
 	// HostEndpoint is the node's own endpoint on the network (Calico_ep).
 	HostEndpoint Endpoint `json:"hostEndpoint"`
-	// RemoteSubnetRoutes are the VXLAN routes to other nodes' pod blocks,
-	// programmed as RemoteSubnetRoute policies of the network.
-	RemoteSubnetRoutes []RemoteSubnetRoute `json:"remoteSubnetRoutes,omitempty"`
-	// HostRoutes are routes in the host's routing table (static-routes).
-	HostRoutes []HostRoute `json:"hostRoutes,omitempty"`
+	// RouteTable names the route table that holds the routes to the
+	// other nodes' pod blocks (the VXLAN routes of an Overlay network, the
+	// host routes of static-routes); nil when the node takes no routes
+	// from hnsplan (Routing says who programs them).
+	RouteTable *RouteTableRef `json:"routeTable,omitempty"`
 	// Routing says who programs the routes to other nodes when the plan
 	// holds none: "bgp" (the Windows BGP router), "flanneld",
-	// "cloud-provider"; empty when the plan holds them.
+	// "cloud-provider"; empty when a route table does.
 	Routing string `json:"routing,omitempty"`
 	// PodEndpoint is what every pod endpoint on the node gets.
 	PodEndpoint PodEndpointTemplate `json:"podEndpoint"`
-	// Program is the policy program: the agent renders each pod endpoint's
-	// ACL list from it and the live pods (compiler/acl). Nil when the
-	// intent has no network policy.
-	Program *Program `json:"program,omitempty"`
+	// ProgramChunks name the chunks of the policy program, in order;
+	// absent when the intent has no network policy.
+	ProgramChunks []PartRef `json:"programChunks,omitempty"`
 	// Endpoints are the node's pod endpoints, rendered from an inventory,
 	// each with its ACL list.
 	Endpoints []Endpoint `json:"endpoints,omitempty"`
 	// Unresolved lists what only the live cluster knows, for the agent
 	// (or a dry run with an inventory) to fill in.
 	Unresolved []Unresolved `json:"unresolved,omitempty"`
+
+	// Routes and Program are the shared parts the plan names, once
+	// assembled (Parts.Assemble; the compiler sets them before
+	// EncodeParts): the nodes of one compilation share them. Routes gives
+	// the node's routes (RemoteSubnetRoutes, HostRoutes); from Program
+	// and the live pods the agent renders each pod endpoint's ACL list
+	// (compiler/acl).
+	Routes  *RouteTable `json:"-"`
+	Program *Program    `json:"-"`
 }
 
 // Network is an HNS v2 network (HostComputeNetwork).

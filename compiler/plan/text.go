@@ -62,9 +62,9 @@ func WriteText(w io.Writer, p *NodePlan) error {
 		}
 		tw.line(1, "PolicyProgram (%d policies; tiers %s) — rendered per pod endpoint", policies, strings.Join(tiers, ", "))
 	}
-	if len(p.RemoteSubnetRoutes) > 0 {
-		tw.line(1, "RemoteSubnetRoutes (%d, network policies)", len(p.RemoteSubnetRoutes))
-		for _, r := range p.RemoteSubnetRoutes {
+	if routes := p.RemoteSubnetRoutes(); len(routes) > 0 {
+		tw.line(1, "RemoteSubnetRoutes (%d, network policies)", len(routes))
+		for _, r := range routes {
 			mac := r.DistributedRouterMacAddress
 			if mac == "" {
 				mac = "(live)"
@@ -72,9 +72,9 @@ func WriteText(w io.Writer, p *NodePlan) error {
 			tw.line(2, "%-18s -> %-15s VSID %d  PA %s  DR MAC %s", r.DestinationPrefix, r.Node, r.IsolationId, r.ProviderAddress, mac)
 		}
 	}
-	if len(p.HostRoutes) > 0 {
-		tw.line(1, "HostRoutes (%d)", len(p.HostRoutes))
-		for _, r := range p.HostRoutes {
+	if routes := p.HostRoutes(); len(routes) > 0 {
+		tw.line(1, "HostRoutes (%d)", len(routes))
+		for _, r := range routes {
 			tw.line(2, "%-18s via %-15s (%s)", r.DestinationPrefix, r.NextHop, r.Node)
 		}
 	}

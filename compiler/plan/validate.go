@@ -156,30 +156,16 @@ func (v *validator) plan(p *NodePlan) {
 	}
 	v.network(&p.Network)
 	v.endpoint("hostEndpoint", &p.HostEndpoint, true)
-	if v.bounded("remoteSubnetRoutes", len(p.RemoteSubnetRoutes), MaxRoutes) {
-		seen := map[netip.Prefix]int{}
-		for i, r := range p.RemoteSubnetRoutes {
-			path := idx("remoteSubnetRoutes", i)
-			v.route(path+".DestinationPrefix", r.DestinationPrefix)
-			if j, dup := seen[r.DestinationPrefix]; dup {
-				v.bad(path+".DestinationPrefix", "%s is routed twice (also remoteSubnetRoutes[%d])", r.DestinationPrefix, j)
-			}
-			seen[r.DestinationPrefix] = i
-			v.vni(path+".IsolationId", r.IsolationId)
-			v.addr(path+".ProviderAddress", r.ProviderAddress)
-			if r.DistributedRouterMacAddress != "" && !macAddr.MatchString(r.DistributedRouterMacAddress) {
-				v.bad(path+".DistributedRouterMacAddress", "%q is not a MAC address as HNS writes it (\"00-15-5D-7A-00-22\")", r.DistributedRouterMacAddress)
-			}
-			v.name(path+".Node", r.Node)
-		}
+	// A plan without the parts it names would remove every route or ACL
+	// they hold: it is not a plan to apply (Parts.Assemble).
+	if r := p.RouteTable; r != nil && (p.Routes == nil || p.Routes.Name != r.Name || p.Routes.Key != r.Key) {
+		v.bad("routeTable", "route table %s is not assembled with the plan", r.Name)
 	}
-	if v.bounded("hostRoutes", len(p.HostRoutes), MaxRoutes) {
-		for i, r := range p.HostRoutes {
-			path := idx("hostRoutes", i)
-			v.route(path+".DestinationPrefix", r.DestinationPrefix)
-			v.addr(path+".NextHop", r.NextHop)
-			v.name(path+".Node", r.Node)
-		}
+	if len(p.ProgramChunks) > 0 && p.Program == nil {
+		v.bad("programChunks", "the policy program (%d chunks) is not assembled with the plan", len(p.ProgramChunks))
+	}
+	if p.Routes != nil {
+		v.routes(p)
 	}
 	v.podTemplate(&p.PodEndpoint)
 	if v.bounded("endpoints", len(p.Endpoints), MaxEndpoints) {
@@ -205,6 +191,71 @@ func (v *validator) plan(p *NodePlan) {
 			v.bounded(idx("unresolved", i)+".nodes", len(u.Nodes), MaxEndpoints)
 		}
 	}
+}
+
+// routes checks the route table a plan was assembled with: its entries,
+// and that it fits the plan's network.
+func (v *validator) routes(p *NodePlan) {
+	t := p.Routes
+	path := "routeTable " + t.Name
+	switch t.Type {
+	case RoutesRemoteSubnet:
+		if p.Network.Type != "Overlay" {
+			v.bad(path+".type", "RemoteSubnet routes need an Overlay network, the plan's is %q", p.Network.Type)
+		}
+		v.vni(path+".isolationId", t.IsolationId)
+		for _, ipam := range p.Network.Ipams {
+			for _, s := range ipam.Subnets {
+				if id, ok := Find[VSID](s.Policies); ok && id.IsolationId != t.IsolationId {
+					v.bad(path+".isolationId", "VNI %d, the plan's network has %d: the plan and its route table disagree", t.IsolationId, id.IsolationId)
+				}
+			}
+		}
+	case RoutesHost:
+	default:
+		v.bad(path+".type", "%q: want RemoteSubnet or Host", t.Type)
+	}
+	if !v.bounded(path+".nodes", len(t.Nodes), MaxRoutes) {
+		return
+	}
+	seen := map[netip.Prefix]string{}
+	routes := 0
+	for _, n := range t.Nodes {
+		np := path + ".nodes[" + truncate(n.Node) + "]"
+		v.name(np+".node", n.Node)
+		v.addr(np+".address", n.Address)
+		if n.TunnelMAC != "" && !macAddr.MatchString(n.TunnelMAC) {
+			v.bad(np+".tunnelMAC", "%q is not a MAC address as HNS writes it (\"00-15-5D-7A-00-22\")", n.TunnelMAC)
+		}
+		if n.Node == p.Node {
+			continue
+		}
+		for i, b := range n.Blocks {
+			bp := idx(np+".blocks", i)
+			if routes++; routes > MaxRoutes {
+				v.bad(path, "more than %d routes", MaxRoutes)
+				return
+			}
+			v.route(bp, b)
+			if other, dup := seen[b]; dup {
+				v.bad(bp, "%s is routed twice (also to node %s)", b, other)
+			}
+			seen[b] = n.Node
+			if own, ok := v.overlapsSubnet(b); ok {
+				v.bad(bp, "%s overlaps this node's own subnet %s", b, own)
+			}
+		}
+	}
+}
+
+// overlapsSubnet reports the plan's subnet that p overlaps, if any.
+func (v *validator) overlapsSubnet(p netip.Prefix) (netip.Prefix, bool) {
+	for _, s := range v.subnets {
+		if s.Overlaps(p) {
+			return s, true
+		}
+	}
+	return netip.Prefix{}, false
 }
 
 func (v *validator) network(n *Network) {
