@@ -12,9 +12,11 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
 
+// samplePlan is a plan of win-1 assembled with a route table that routes
+// win-2's block.
 func samplePlan() *NodePlan {
 	block := netip.MustParsePrefix("192.168.0.0/26")
-	return &NodePlan{
+	p := &NodePlan{
 		FormatVersion: FormatVersion, Kind: Kind, Node: "win-1", Cluster: "demo", Networking: "calico-vxlan",
 		Network: Network{
 			Name: "Calico", Type: "Overlay", Immutable: []string{"Name", "Type", "Subnet", "VNI", "VxlanPort"},
@@ -27,14 +29,20 @@ func samplePlan() *NodePlan {
 		},
 		HostEndpoint: Endpoint{Name: "Calico_ep", IpConfigurations: []IpConfig{{IpAddress: netip.MustParseAddr("192.168.0.2"), PrefixLength: 26}},
 			Flags: FlagRemoteEndpoint, Policies: []Policy{NewPolicy(ProviderAddress{ProviderAddress: netip.MustParseAddr("10.0.0.5")})}},
-		RouteTable: &RouteTableRef{Name: "routes-0123456789ab", Key: "sha256:00"},
 		PodEndpoint: PodEndpointTemplate{Gateway: netip.MustParseAddr("192.168.0.1"), MacAddressRule: "0E-2A-<ip hex>", DnsSearch: "{namespace}.svc.cluster.local",
 			Policies: []Policy{NewPolicy(OutBoundNAT{Exceptions: []netip.Prefix{block}}), NewPolicy(SDNRoute{DestinationPrefix: block, NeedEncap: true})}},
 		Unresolved: []Unresolved{{Field: "x", Source: "y", Nodes: []string{"win-2"}}},
 	}
+	p.SetRoutes(RemoteSubnetTable("demo", []RemoteSubnetRoute{{DestinationPrefix: netip.MustParsePrefix("192.168.0.64/26"), IsolationId: 4096,
+		ProviderAddress: netip.MustParseAddr("10.0.0.6"), Node: "win-2"}}))
+	return p
 }
 
 var cmpPlan = cmp.Options{cmpopts.EquateComparable(netip.Prefix{}, netip.Addr{})}
+
+// cmpFile compares plans as their files say: the assembled parts are not
+// in a plan's file.
+var cmpFile = cmp.Options{cmpPlan, cmpopts.IgnoreFields(NodePlan{}, "Routes", "Program")}
 
 func TestEncodeDecodeRoundTrip(t *testing.T) {
 	p := samplePlan()
@@ -52,7 +60,10 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(p, got, cmpPlan); diff != "" {
+	if got.Routes != nil || got.Program != nil {
+		t.Errorf("a decoded plan came with parts: it must be assembled (Parts.Assemble)")
+	}
+	if diff := cmp.Diff(p, got, cmpFile); diff != "" {
 		t.Errorf("round trip (-want +got):\n%s", diff)
 	}
 	again, _ := Encode(got)
@@ -72,13 +83,14 @@ func TestDecodeRejects(t *testing.T) {
 		node string
 		want error
 	}{
-		{"tampered", bytes.Replace(good, []byte(`"192.168.0.64/26"`), []byte(`"192.168.0.128/26"`), 1), "win-1", ErrDigest},
+		{"tampered", bytes.Replace(good, []byte(`"10.0.0.5"`), []byte(`"10.0.0.6"`), 1), "win-1", ErrDigest},
 		{"foreign node", good, "win-2", ErrForeignNode},
-		{"major 2", bytes.Replace(good, []byte(`"formatVersion": "1"`), []byte(`"formatVersion": "2.0"`), 1), "", ErrMajorVersion},
+		{"major 1", bytes.Replace(good, []byte(`"formatVersion": "2"`), []byte(`"formatVersion": "1"`), 1), "", ErrMajorVersion},
+		{"major 3", bytes.Replace(good, []byte(`"formatVersion": "2"`), []byte(`"formatVersion": "3.0"`), 1), "", ErrMajorVersion},
 		{"not a plan", bytes.Replace(good, []byte(`"kind": "NodePlan"`), []byte(`"kind": "ConfigMap"`), 1), "", ErrNotANodePlan},
 		{"no digest", bytes.Replace(good, []byte(`"digest": "sha256:`), []byte(`"digest": "`+"\x00"), 1), "", nil},
 		{"truncated", good[:len(good)/2], "", nil},
-		{"bad prefix", bytes.Replace(good, []byte(`"192.168.0.64/26"`), []byte(`"192.168.0.64/33"`), 1), "", ErrInvalid},
+		{"bad prefix", bytes.Replace(good, []byte(`"192.168.0.0/26"`), []byte(`"192.168.0.0/33"`), 1), "", ErrInvalid},
 		{"port over 16 bits", bytes.Replace(good, []byte(`"Port": 4789`), []byte(`"Port": 70000`), 1), "", ErrInvalid},
 	}
 	for _, tt := range tests {
@@ -104,7 +116,7 @@ func TestDecodeRejects(t *testing.T) {
 // covered by its digest; this reader ignores the field and accepts the plan.
 func TestDecodeNewerMinor(t *testing.T) {
 	p := samplePlan()
-	p.FormatVersion = "1.7"
+	p.FormatVersion = FormatVersion + ".7"
 	data, err := Encode(p)
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +135,7 @@ func TestDecodeNewerMinor(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Decode of a newer minor: %v", err)
 	}
-	if got.FormatVersion != "1.7" || got.Cluster != "demo" {
+	if got.FormatVersion != FormatVersion+".7" || got.Cluster != "demo" {
 		t.Errorf("decoded %q %q", got.FormatVersion, got.Cluster)
 	}
 }

@@ -236,26 +236,13 @@ func (v *validator) routes(p *NodePlan) {
 				v.bad(path, "more than %d routes", MaxRoutes)
 				return
 			}
-			v.route(bp, b)
+			v.route(bp, b) // a default route, host bits, the node's own block
 			if other, dup := seen[b]; dup {
 				v.bad(bp, "%s is routed twice (also to node %s)", b, other)
 			}
 			seen[b] = n.Node
-			if own, ok := v.overlapsSubnet(b); ok {
-				v.bad(bp, "%s overlaps this node's own subnet %s", b, own)
-			}
 		}
 	}
-}
-
-// overlapsSubnet reports the plan's subnet that p overlaps, if any.
-func (v *validator) overlapsSubnet(p netip.Prefix) (netip.Prefix, bool) {
-	for _, s := range v.subnets {
-		if s.Overlaps(p) {
-			return s, true
-		}
-	}
-	return netip.Prefix{}, false
 }
 
 func (v *validator) network(n *Network) {

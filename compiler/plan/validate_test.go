@@ -24,8 +24,10 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("the sample plan: %v", err)
 	}
 	route := func(p *NodePlan, dst string) {
-		p.RemoteSubnetRoutes = append(p.RemoteSubnetRoutes, RemoteSubnetRoute{DestinationPrefix: netip.MustParsePrefix(dst), IsolationId: 4096,
-			ProviderAddress: netip.MustParseAddr("10.0.0.9"), Node: "evil"})
+		p.Routes.Nodes = append(p.Routes.Nodes, RouteNode{Node: "evil", Address: netip.MustParseAddr("10.0.0.9"), Blocks: []netip.Prefix{netip.MustParsePrefix(dst)}})
+	}
+	hostRoutes := func(p *NodePlan, nodes ...RouteNode) {
+		p.SetRoutes(NewRouteTable("demo", RouteKey("demo", "static-routes", RoutesHost, 0, 0, nil), RoutesHost, 0, nodes))
 	}
 	vsid := func(p *NodePlan, id uint32) {
 		p.Network.Ipams[0].Subnets[0].Policies = []Policy{NewPolicy(VSID{IsolationId: id})}
@@ -51,7 +53,7 @@ func TestValidate(t *testing.T) {
 		{"VXLAN port 0", func(p *NodePlan) { p.Network.Policies[0] = NewPolicy(VxlanPort{}) }, "network.Policies[0].Settings.Port: 0 is not a UDP port"},
 		{"VXLAN port on L2Bridge", func(p *NodePlan) {
 			p.Network.Type = "L2Bridge"
-			p.RemoteSubnetRoutes = nil
+			p.SetRoutes(nil)
 		}, "network.Policies[0]: a VxlanPort policy on a network of type \"L2Bridge\""},
 		{"empty network name", func(p *NodePlan) { p.Network.Name = "" }, "network.Name: empty"},
 		{"network name with a slash", func(p *NodePlan) { p.Network.Name = "a/b" }, `network.Name: "a/b": must start with a letter or digit`},
@@ -61,17 +63,34 @@ func TestValidate(t *testing.T) {
 			"hostEndpoint.IpConfigurations[0].PrefixLength: 24, but the subnet 192.168.0.0/26 is a /26"},
 		{"host endpoint without address", func(p *NodePlan) { p.HostEndpoint.IpConfigurations = nil }, "hostEndpoint.IpConfigurations: no address"},
 		{"host endpoint without name", func(p *NodePlan) { p.HostEndpoint.Name = "" }, "hostEndpoint.Name: empty"},
-		{"default route", func(p *NodePlan) { route(p, "0.0.0.0/0") }, "remoteSubnetRoutes[1].DestinationPrefix: 0.0.0.0/0 is a default route"},
-		{"IPv6 default route", func(p *NodePlan) { route(p, "::/0") }, "remoteSubnetRoutes[1].DestinationPrefix: ::/0 is a default route"},
+		{"default route", func(p *NodePlan) { route(p, "0.0.0.0/0") }, ".nodes[evil].blocks[0]: 0.0.0.0/0 is a default route"},
+		{"IPv6 default route", func(p *NodePlan) { route(p, "::/0") }, ".nodes[evil].blocks[0]: ::/0 is a default route"},
 		{"route over the node's own block", func(p *NodePlan) { route(p, "192.168.0.0/26") },
-			"remoteSubnetRoutes[1].DestinationPrefix: 192.168.0.0/26 overlaps the node's own block 192.168.0.0/26"},
+			".nodes[evil].blocks[0]: 192.168.0.0/26 overlaps the node's own block 192.168.0.0/26"},
 		{"route covering the node's block", func(p *NodePlan) { route(p, "192.168.0.0/16") }, "192.168.0.0/16 overlaps the node's own block"},
 		{"host route over the node's block", func(p *NodePlan) {
-			p.HostRoutes = []HostRoute{{DestinationPrefix: netip.MustParsePrefix("192.168.0.32/27"), NextHop: netip.MustParseAddr("10.0.0.9"), Node: "x"}}
-		}, "hostRoutes[0].DestinationPrefix: 192.168.0.32/27 overlaps the node's own block"},
-		{"route twice", func(p *NodePlan) { route(p, "192.168.0.64/26") }, "remoteSubnetRoutes[1].DestinationPrefix: 192.168.0.64/26 is routed twice"},
-		{"route VNI 0", func(p *NodePlan) { p.RemoteSubnetRoutes[0].IsolationId = 0 }, "remoteSubnetRoutes[0].IsolationId: 0: an Overlay network's VNI"},
-		{"route bad MAC", func(p *NodePlan) { p.RemoteSubnetRoutes[0].DistributedRouterMacAddress = "zz" }, `remoteSubnetRoutes[0].DistributedRouterMacAddress: "zz" is not a MAC address`},
+			p.Network.Type, p.Network.Policies = "L2Bridge", nil
+			p.Network.Ipams[0].Subnets[0].Policies = nil
+			hostRoutes(p, RouteNode{Node: "x", Address: netip.MustParseAddr("10.0.0.9"), Blocks: []netip.Prefix{netip.MustParsePrefix("192.168.0.32/27")}})
+		}, ".nodes[x].blocks[0]: 192.168.0.32/27 overlaps the node's own block"},
+		{"route twice", func(p *NodePlan) { route(p, "192.168.0.64/26") }, ".nodes[evil].blocks[0]: 192.168.0.64/26 is routed twice (also to node win-2)"},
+		{"route VNI 0", func(p *NodePlan) { p.Routes.IsolationId = 0 }, ".isolationId: 0: an Overlay network's VNI"},
+		{"route VNI not the network's", func(p *NodePlan) { p.Routes.IsolationId = 5000 }, ".isolationId: VNI 5000, the plan's network has 4096: the plan and its route table disagree"},
+		{"route bad MAC", func(p *NodePlan) { p.Routes.Nodes[0].TunnelMAC = "zz" }, `.nodes[win-2].tunnelMAC: "zz" is not a MAC address`},
+		{"route table of an unknown type", func(p *NodePlan) { p.Routes.Type = "Teleport" }, `.type: "Teleport": want RemoteSubnet or Host`},
+		{"RemoteSubnet routes on L2Bridge", func(p *NodePlan) {
+			p.Network.Type, p.Network.Policies = "L2Bridge", nil
+		}, `.type: RemoteSubnet routes need an Overlay network, the plan's is "L2Bridge"`},
+		{"route table not assembled", func(p *NodePlan) { p.Routes = nil },
+			"routeTable: route table routes-"},
+		{"assembled with another route table", func(p *NodePlan) {
+			other := *p.Routes
+			other.Key = RouteKey("demo", "calico-vxlan", RoutesRemoteSubnet, 4097, 4789, nil)
+			p.Routes = &other
+		}, "is not assembled with the plan"},
+		{"program not assembled", func(p *NodePlan) {
+			p.ProgramChunks = []PartRef{{Name: "program-0123456789ab", Digest: "sha256:00"}}
+		}, "programChunks: the policy program (1 chunks) is not assembled with the plan"},
 		{"allow-all ACL at priority 1", func(p *NodePlan) { p.Endpoints = []Endpoint{podEndpoint("192.168.0.10", allowAll(1))} },
 			"endpoints[0].Policies[0].Settings.Priority: 1: a Switch ACL's priority must be between 900 and 65000"},
 		{"ACL protocol 300", func(p *NodePlan) {
@@ -98,12 +117,18 @@ func TestValidate(t *testing.T) {
 			"endpoints[0].IpConfigurations[0].IpAddress: 10.9.9.9 is outside the network's subnets [192.168.0.0/26]"},
 		{"two pod endpoints on one address", func(p *NodePlan) { p.Endpoints = []Endpoint{podEndpoint("192.168.0.10"), podEndpoint("192.168.0.10")} },
 			"endpoints[1].IpConfigurations[0].IpAddress: 192.168.0.10 is also the address of endpoints[0]"},
+		{"too many route table entries", func(p *NodePlan) {
+			p.Routes.Nodes = make([]RouteNode, MaxRoutes+1)
+		}, ".nodes: 65537 entries, more than the 65536 a plan may hold"},
 		{"too many routes", func(p *NodePlan) {
-			p.RemoteSubnetRoutes = make([]RemoteSubnetRoute, MaxRoutes+1)
-		}, "remoteSubnetRoutes: 65537 entries, more than the 65536 a plan may hold"},
+			p.Routes.Nodes[0].Blocks = make([]netip.Prefix, MaxRoutes+1)
+			for i := range p.Routes.Nodes[0].Blocks {
+				p.Routes.Nodes[0].Blocks[i] = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32)
+			}
+		}, "more than 65536 routes"},
 		{"too many endpoints", func(p *NodePlan) { p.Endpoints = make([]Endpoint, MaxEndpoints+1) }, "endpoints: 4097 entries"},
-		{"long node name in a route", func(p *NodePlan) { p.RemoteSubnetRoutes[0].Node = strings.Repeat("a", MaxNameLen+1) },
-			"remoteSubnetRoutes[0].Node: 257 bytes long, more than 256"},
+		{"long node name in a route", func(p *NodePlan) { p.Routes.Nodes[0].Node = strings.Repeat("a", MaxNameLen+1) },
+			"...].node: 257 bytes long, more than 256"},
 		{"replacement", func(p *NodePlan) { p.Replacement = "yolo" }, `replacement: "yolo": want "drain" or "manual"`},
 		{"program: bad tier action", func(p *NodePlan) { p.Program = &Program{Tiers: []Tier{{Name: "t", DefaultAction: "Allow"}}} },
 			`program.tiers[0].defaultAction: "Allow": want Deny or Pass`},
