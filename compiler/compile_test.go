@@ -2,6 +2,7 @@ package compiler_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,10 +51,12 @@ func compileDirLock(t testing.TB, dir string, updateLock bool, inventory ...stri
 }
 
 // goldens compares the compiled plans with the archive's want/ files: the
-// text form of all plans (want/plan.txt), each plan file (want/<node>.json)
-// and the compiler's findings (want/findings.txt). Every plan must also
-// decode and validate against the CUE mirror. HNSPLAN_UPDATE=1 rewrites
-// the want/ files.
+// text form of all plans (want/plan.txt), each file compile writes — the
+// shared parts (want/_<part>.json) and the plans (want/<node>.json) — and
+// the compiler's findings (want/findings.txt). Every file must also decode
+// and fit the CUE mirror's definition of its kind, and every plan, read
+// back and assembled from the parts as a reader does, must print as the
+// compiled plan. HNSPLAN_UPDATE=1 rewrites the want/ files.
 func goldens(t *testing.T, archive string, ar *txtar.Archive, res *compiler.Result, findings diag.List) {
 	t.Helper()
 	updatesLock := slices.ContainsFunc(ar.Files, func(f txtar.File) bool { return f.Name == "update-lock" })
@@ -62,21 +65,55 @@ func goldens(t *testing.T, archive string, ar *txtar.Archive, res *compiler.Resu
 		t.Fatal(err)
 	}
 	got := map[string][]byte{}
-	var text bytes.Buffer
-	for i, f := range files {
+	var text, readBack bytes.Buffer
+	var parts plan.Parts
+	plans := 0
+	for _, f := range files {
 		got["want/"+f.Name] = f.Data
-		if _, err := plan.Decode(f.Data, f.Node); err != nil {
+		if !f.IsPlan() {
+			if plans > 0 {
+				t.Errorf("part %s is written after a plan: a reader must find the parts first", f.Name)
+			}
+			part, err := decodePart(f)
+			if err != nil {
+				t.Errorf("part %s does not decode: %v", f.Name, err)
+				continue
+			}
+			parts.Add(part)
+			if err := intent.ValidatePart(f.Data); err != nil {
+				t.Errorf("part %s does not fit schema #%s: %v", f.Name, f.Kind, err)
+			}
+			continue
+		}
+		p, err := plan.Decode(f.Data, f.Node)
+		if err != nil {
 			t.Errorf("plan %s does not decode: %v", f.Name, err)
+		} else if err := parts.Assemble(p); err != nil {
+			t.Errorf("plan %s does not assemble from the parts written before it: %v", f.Name, err)
+		} else {
+			if plans > 0 {
+				readBack.WriteByte('\n')
+			}
+			if err := plan.WriteText(&readBack, p); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if err := intent.ValidatePlan(f.Data); err != nil {
 			t.Errorf("plan %s does not fit schema #NodePlan: %v", f.Name, err)
 		}
-		if i > 0 {
+		if plans > 0 {
 			text.WriteByte('\n')
 		}
-		if err := plan.WriteText(&text, res.Plans[i]); err != nil {
+		if err := plan.WriteText(&text, res.Plans[plans]); err != nil {
 			t.Fatal(err)
 		}
+		plans++
+	}
+	if plans != len(res.Plans) {
+		t.Fatalf("%d plan files for %d plans", plans, len(res.Plans))
+	}
+	if d := cmp.Diff(text.String(), readBack.String()); d != "" {
+		t.Errorf("the plans read back and assembled print otherwise than compiled (-compiled +read):\n%s", d)
 	}
 	got["want/plan.txt"] = text.Bytes()
 	var fb strings.Builder
@@ -129,6 +166,19 @@ func goldens(t *testing.T, archive string, ar *txtar.Archive, res *compiler.Resu
 			t.Errorf("%s: %s (-want +got):\n%s", archive, name, diff)
 		}
 	}
+}
+
+// decodePart decodes a part file by its kind.
+func decodePart(f compiler.File) (any, error) {
+	switch f.Kind {
+	case plan.KindRouteTable:
+		return plan.DecodeRouteTable(f.Data, f.Part)
+	case plan.KindRouteShard:
+		return plan.DecodeRouteShard(f.Data, f.Part)
+	case plan.KindProgramChunk:
+		return plan.DecodeProgramChunk(f.Data, f.Part)
+	}
+	return nil, fmt.Errorf("part %s of unknown kind %q", f.Part, f.Kind)
 }
 
 func readArchive(t *testing.T, name string) *txtar.Archive {

@@ -3,14 +3,17 @@ package compiler_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
 func write(t *testing.T, dir string, files map[string]string) {
@@ -85,8 +88,16 @@ func TestDeterministic(t *testing.T) {
 	r2, _ := compileDir(t, one)
 	r3, _ := compileDir(t, split)
 	a, b, c := encodeAll(t, r1), encodeAll(t, r2), encodeAll(t, r3)
-	if len(a) != 3 {
-		t.Fatalf("%d plans, want 3", len(a))
+	plans, parts := 0, 0
+	for name := range a {
+		if strings.HasPrefix(name, "_") {
+			parts++
+		} else {
+			plans++
+		}
+	}
+	if plans != 3 || parts < 2 || len(b) != len(a) || len(c) != len(a) {
+		t.Fatalf("%d plans and %d parts (want 3 and a route table), then %d and %d files", plans, parts, len(b), len(c))
 	}
 	for name, data := range a {
 		if !bytes.Equal(data, b[name]) {
@@ -158,5 +169,105 @@ func TestLockStability(t *testing.T) {
 	unlocked, _ := compileDir(t, dir)
 	if blocks(unlocked)["win-a"] != netip.MustParsePrefix("192.168.0.0/26") {
 		t.Errorf("unlocked: win-a got %s, want the first block", blocks(unlocked)["win-a"])
+	}
+}
+
+// TestAddNodeChangesFewFiles: with the blocks locked, a node joining the
+// cluster writes its own plan and changes, of the files already there,
+// only its route table shard, the table's head and the index: no other
+// plan, no other shard, not the program (issue 16: at most 3 existing
+// files). A node leaving is the same in reverse.
+func TestAddNodeChangesFewFiles(t *testing.T) {
+	dir, out := t.TempDir(), t.TempDir()
+	var nodes strings.Builder
+	nodes.WriteString(clusterHead + "cluster: pools: default: cidr: \"192.168.0.0/16\"\n" + node("linux-1", 10))
+	for i := range 40 {
+		nodes.WriteString(node(fmt.Sprintf("win-%02d", i), 20+i))
+	}
+	policies := `
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny, namespace: default}
+spec: {podSelector: {}, policyTypes: [Ingress]}
+`
+	write(t, dir, map[string]string{"c.cue": nodes.String(), "policies/deny.yaml": policies})
+	compileWrite := func() map[string][]byte {
+		t.Helper()
+		res, findings := compileDirLock(t, dir, true)
+		if findings.HasErrors() {
+			t.Fatalf("findings: %v", findings)
+		}
+		if err := os.WriteFile(filepath.Join(dir, intent.LockFile), res.IPAM.Lock.Encode(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := compiler.WritePlans(out, "demo", res.Plans, nil); err != nil {
+			t.Fatal(err)
+		}
+		files := map[string][]byte{}
+		for _, name := range dirNames(t, out) {
+			data, err := os.ReadFile(filepath.Join(out, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[name] = data
+		}
+		return files
+	}
+	before := compileWrite()
+	if !slices.ContainsFunc(slices.Collect(maps.Keys(before)), func(n string) bool { return strings.HasPrefix(n, "_program-") }) {
+		t.Fatal("the case compiles no policy program")
+	}
+	write(t, dir, map[string]string{"c.cue": nodes.String() + node("win-new", 99)})
+	after := compileWrite()
+	changed := func(from, to map[string][]byte) (changed, added []string) {
+		for name, data := range to {
+			old, ok := from[name]
+			switch {
+			case !ok:
+				added = append(added, name)
+			case !bytes.Equal(old, data):
+				changed = append(changed, name)
+			}
+		}
+		slices.Sort(changed)
+		slices.Sort(added)
+		return changed, added
+	}
+	ch, added := changed(before, after)
+	var head string
+	for name := range after {
+		if strings.HasPrefix(name, "_routes-") && len(name) == len("_routes-0123456789ab.json") {
+			head = strings.TrimSuffix(strings.TrimPrefix(name, "_"), ".json")
+		}
+	}
+	shard := plan.PartFileName(plan.ShardName(head, plan.ShardOf("win-new")))
+	want := []string{plan.IndexFile, plan.PartFileName(head), shard}
+	wantAdded := []string{"win-new.json"}
+	if _, ok := before[shard]; !ok { // the node's shard was empty before
+		want, wantAdded = want[:2], append(wantAdded, shard)
+	}
+	slices.Sort(want)
+	slices.Sort(wantAdded)
+	if !slices.Equal(ch, want) || !slices.Equal(added, wantAdded) {
+		t.Errorf("adding a node changed %v and added %v; want %v changed and %v added", ch, added, want, wantAdded)
+	}
+	if len(ch) > 3 {
+		t.Errorf("adding a node changed %d existing files, more than 3", len(ch))
+	}
+
+	// And back: the node leaves; its plan goes, and the same parts change.
+	write(t, dir, map[string]string{"c.cue": nodes.String()})
+	again := compileWrite()
+	ch, added = changed(after, again)
+	if len(added) != 0 || len(ch) > 3 {
+		t.Errorf("removing a node changed %v and added %v", ch, added)
+	}
+	for name, data := range before {
+		if name == plan.IndexFile {
+			continue
+		}
+		if !bytes.Equal(again[name], data) {
+			t.Errorf("%s is not as it was before the node came and went", name)
+		}
 	}
 }

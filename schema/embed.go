@@ -1,7 +1,8 @@
 // Package schema embeds the CUE schema of the intent (#Intent, #Cluster).
 // `hnsplan schema` prints it so users can vendor it into their own CUE module.
-// It also embeds the schema of the plan files (#NodePlan, #PlanIndex),
-// which tests validate every emitted plan against.
+// It also embeds the schema of the plan files (#NodePlan, the shared parts
+// #RouteTable, #RouteShard and #ProgramChunk, #PlanIndex), which tests
+// validate every emitted file against.
 package schema
 
 import _ "embed"
@@ -20,7 +21,7 @@ var Source []byte
 // positions.
 const PlanFilename = "hnsplan:schema/plan.cue"
 
-// PlanSource is the text of the plan schema (#NodePlan, #PlanIndex),
+// PlanSource is the text of the plan schema (#NodePlan, its parts, #PlanIndex),
 // package schema. It refers to definitions of Source (#Networking): compile
 // the two files together.
 //

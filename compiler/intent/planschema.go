@@ -14,6 +14,7 @@ import (
 	cueerrors "cuelang.org/go/cue/errors"
 	"cuelang.org/go/cue/parser"
 
+	"github.com/hnsplan/hnsplan/compiler/plan"
 	"github.com/hnsplan/hnsplan/schema"
 )
 
@@ -44,16 +45,29 @@ var planSchema = sync.OnceValue(func() *compiledPlanSchema {
 	s := &compiledPlanSchema{ctx: ctx,
 		nodePlan: v.LookupPath(cue.ParsePath("#NodePlan")),
 		index:    v.LookupPath(cue.ParsePath("#PlanIndex")),
+		parts:    map[string]cue.Value{},
 	}
 	if !s.nodePlan.Exists() || !s.index.Exists() {
 		panic("intent: embedded plan schema lacks #NodePlan or #PlanIndex")
 	}
+	for _, kind := range partKinds {
+		d := v.LookupPath(cue.ParsePath("#" + kind))
+		if !d.Exists() {
+			panic("intent: embedded plan schema lacks #" + kind)
+		}
+		s.parts[kind] = d
+	}
 	return s
 })
+
+// partKinds are the kinds of the shared parts plans name; each has the
+// schema definition of its name.
+var partKinds = []string{plan.KindRouteTable, plan.KindRouteShard, plan.KindProgramChunk}
 
 type compiledPlanSchema struct {
 	ctx             *cue.Context
 	nodePlan, index cue.Value
+	parts           map[string]cue.Value // by kind
 }
 
 // ValidatePlan checks a plan file (a NodePlan) against schema #NodePlan.
@@ -72,9 +86,28 @@ func ValidatePlanIndex(data []byte) error {
 	return validateJSON(s.ctx, s.index, "plan index", data)
 }
 
+// ValidatePart checks a shared part's file (a route table's head or shard,
+// a program chunk) against the schema definition of its kind (#RouteTable,
+// #RouteShard, #ProgramChunk), like ValidatePlan. A file of another kind
+// is an error that says which kinds are parts.
+func ValidatePart(data []byte) error {
+	s := planSchema()
+	var head struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return fmt.Errorf("part is not valid JSON: %w", err)
+	}
+	def, ok := s.parts[head.Kind]
+	if !ok {
+		return fmt.Errorf("part of kind %q: a part is a %s", head.Kind, strings.Join(partKinds, ", "))
+	}
+	return validateJSON(s.ctx, def, "part", data)
+}
+
 // A PlanSchemaError lists the violations of a plan or index file.
 type PlanSchemaError struct {
-	What       string          // "plan" or "plan index"
+	What       string          // "plan", "part" or "plan index"
 	Violations []PlanViolation // sorted by path
 }
 

@@ -84,9 +84,10 @@ func WriteText(w io.Writer, p *NodePlan) error {
 			tw.endpoint(2, "Pod "+e.Pod, e)
 		}
 	}
-	if len(p.Unresolved) > 0 {
+	live := liveRoutes(p)
+	if len(p.Unresolved)+len(live) > 0 {
 		tw.line(1, "Resolved live, by the agent")
-		for _, u := range p.Unresolved {
+		for _, u := range append(p.Unresolved, live...) {
 			s := u.Source
 			if len(u.Nodes) > 0 {
 				s += fmt.Sprintf("; for %d node(s): %s", len(u.Nodes), shortList(u.Nodes, 6))
@@ -95,6 +96,38 @@ func WriteText(w io.Writer, p *NodePlan) error {
 		}
 	}
 	return tw.err
+}
+
+// liveRoutes says what of p's routes only the live cluster knows: the
+// route table's entries without a tunnel MAC, or whose blocks are claimed
+// at run time. (Format 1 listed these in the plan's unresolved.)
+func liveRoutes(p *NodePlan) []Unresolved {
+	t := p.Routes
+	if t == nil {
+		return nil
+	}
+	var noMAC, blocks []string
+	for _, n := range t.Nodes {
+		switch {
+		case n.Node == p.Node:
+		case n.LiveBlocks:
+			blocks = append(blocks, n.Node)
+		case t.Type == RoutesRemoteSubnet && n.TunnelMAC == "" && len(n.Blocks) > 0:
+			noMAC = append(noMAC, n.Node)
+		}
+	}
+	var out []Unresolved
+	if len(noMAC) > 0 {
+		src := "each node's VXLAN tunnel MAC: annotation projectcalico.org/VXLANTunnelMACAddr (Linux), the DrMacAddress its agent publishes there (Windows)"
+		if p.Networking == "flannel-vxlan" {
+			src = "each node's VtepMAC in annotation flannel.alpha.coreos.com/backend-data"
+		}
+		out = append(out, Unresolved{Field: "routeTable.nodes[].tunnelMAC", Source: src, Nodes: noMAC})
+	}
+	if len(blocks) > 0 {
+		out = append(out, Unresolved{Field: "routeTable.nodes[].blocks", Source: "the blocks Calico assigns to these Linux nodes at run time (BlockAffinity objects)", Nodes: blocks})
+	}
+	return out
 }
 
 type textWriter struct {
