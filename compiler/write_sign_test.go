@@ -82,3 +82,50 @@ func TestWritePlansSignatures(t *testing.T) {
 	read("win-1.json")
 	absent(plan.SignatureFile("win-1.json"))
 }
+
+// TestWritePlansSignsHeads: a plan names its route table by key, not
+// digest, so a signed compile signs the table's head, which names its
+// shards by digest; shards and program chunks, named by digest from a
+// signed head or plan, are not signed. An unsigned compile removes the
+// head's signature, and ReadPlanDir returns it with the head.
+func TestWritePlansSignsHeads(t *testing.T) {
+	key := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{7}, ed25519.SeedSize))
+	sign := func(data []byte) []byte { return plan.Sign(data, key) }
+	ring := plan.Keyring{{Key: key.Public().(ed25519.PublicKey)}}
+	dir := t.TempDir()
+	if _, err := compiler.WritePlans(dir, "c", sharedPlans("win-1", "win-2"), sign); err != nil {
+		t.Fatal(err)
+	}
+	files, _, _, err := compiler.ReadPlanDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heads := 0
+	for _, f := range files {
+		_, statErr := os.Stat(filepath.Join(dir, plan.SignatureFile(f.Name)))
+		signed := f.IsPlan() || f.Kind == plan.KindRouteTable
+		if (statErr == nil) != signed || (f.Signature != nil) != signed {
+			t.Errorf("%s (%s): signature file %v, read %v; want signed %v", f.Name, f.Kind, statErr, f.Signature != nil, signed)
+			continue
+		}
+		if signed {
+			if _, err := ring.Verify(f.Data, f.Signature); err != nil {
+				t.Errorf("%s: %v", f.Name, err)
+			}
+		}
+		if f.Kind == plan.KindRouteTable {
+			heads++
+		}
+	}
+	if heads != 1 {
+		t.Fatalf("%d route table heads", heads)
+	}
+	if _, err := compiler.WritePlans(dir, "c", sharedPlans("win-1", "win-2"), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if _, err := os.Stat(filepath.Join(dir, plan.SignatureFile(f.Name))); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: signature left by the unsigned compile: %v", f.Name, err)
+		}
+	}
+}
