@@ -14,9 +14,10 @@ import (
 )
 
 // The fixtures in testdata/plans are `hnsplan compile` output for the three
-// examples (examples/<name>/win-N.json, renamed <name>-win-N.json) and the
-// calico-vxlan _index.json. Package intent cannot import the compiler (it
-// imports intent), so they are copies; regenerate them with
+// examples (examples/<name>/win-N.json, renamed <name>-win-N.json), the
+// calico-vxlan parts and _index.json and the calico-bgp program chunk
+// (_<part>.json, as compile names them). Package intent cannot import the
+// compiler (it imports intent), so they are copies; regenerate them with
 //
 //	go build -o /tmp/hp ./cmd/hnsplan
 //	for e in calico-vxlan calico-bgp flannel-host-gw; do /tmp/hp compile examples/$e -o /tmp/plans/$e; done
@@ -24,20 +25,43 @@ const planFixtures = "testdata/plans"
 
 func planFiles(t testing.TB) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(planFixtures, "*.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plans []string
-	for _, f := range files {
-		if filepath.Base(f) != plan.IndexFile {
-			plans = append(plans, f)
-		}
-	}
+	plans, _ := fixtures(t)
 	if len(plans) < 7 {
 		t.Fatalf("want the 7 example plans in %s, found %d", planFixtures, len(plans))
 	}
 	return plans
+}
+
+// partFiles are the part fixtures: _<part>.json.
+func partFiles(t testing.TB) []string {
+	t.Helper()
+	_, parts := fixtures(t)
+	if len(parts) < 6 {
+		t.Fatalf("want the calico-vxlan and calico-bgp parts in %s, found %d", planFixtures, len(parts))
+	}
+	return parts
+}
+
+func fixtures(t testing.TB) (plans, parts []string) {
+	files, err := filepath.Glob(filepath.Join(planFixtures, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		switch base := filepath.Base(f); {
+		case base == plan.IndexFile:
+		case strings.HasPrefix(base, "_"):
+			parts = append(parts, f)
+		default:
+			plans = append(plans, f)
+		}
+	}
+	return plans, parts
+}
+
+// partName is the name of the part in the fixture file f.
+func partName(f string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "_"), ".json")
 }
 
 func readFile(t testing.TB, name string) []byte {
@@ -64,13 +88,114 @@ func TestValidatePlanFixtures(t *testing.T) {
 	}
 }
 
+// TestValidatePartFixtures: every part compile wrote verifies and fits
+// the schema definition of its kind, and no other.
+func TestValidatePartFixtures(t *testing.T) {
+	kinds := map[string]int{}
+	for _, f := range partFiles(t) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data := readFile(t, f)
+			var head struct{ Kind string }
+			if err := json.Unmarshal(data, &head); err != nil {
+				t.Fatal(err)
+			}
+			kinds[head.Kind]++
+			var err error
+			switch head.Kind {
+			case plan.KindRouteTable:
+				_, err = plan.DecodeRouteTable(data, partName(f))
+			case plan.KindRouteShard:
+				_, err = plan.DecodeRouteShard(data, partName(f))
+			case plan.KindProgramChunk:
+				_, err = plan.DecodeProgramChunk(data, partName(f))
+			default:
+				t.Fatalf("kind %q", head.Kind)
+			}
+			if err != nil {
+				t.Fatalf("fixture is not a valid part: %v", err)
+			}
+			if err := ValidatePart(data); err != nil {
+				t.Errorf("ValidatePart: %v", err)
+			}
+			if err := ValidatePlan(data); err == nil {
+				t.Error("ValidatePlan accepted a part")
+			}
+		})
+	}
+	if kinds[plan.KindRouteTable] == 0 || kinds[plan.KindRouteShard] == 0 || kinds[plan.KindProgramChunk] == 0 {
+		t.Errorf("fixtures of kinds %v: want every part kind", kinds)
+	}
+	if err := ValidatePart(readFile(t, planFiles(t)[0])); err == nil || !strings.Contains(err.Error(), `part of kind "NodePlan"`) {
+		t.Errorf("ValidatePart of a plan: %v", err)
+	}
+}
+
+// partFixture is the first part fixture of kind.
+func partFixture(t *testing.T, kind string) string {
+	t.Helper()
+	for _, f := range partFiles(t) {
+		var head struct{ Kind string }
+		if json.Unmarshal(readFile(t, f), &head) == nil && head.Kind == kind {
+			return f
+		}
+	}
+	t.Fatalf("no %s fixture", kind)
+	return ""
+}
+
+func TestValidatePartRejects(t *testing.T) {
+	head, shard, chunk := partFixture(t, plan.KindRouteTable), partFixture(t, plan.KindRouteShard), partFixture(t, plan.KindProgramChunk)
+	for _, tc := range []struct {
+		name   string
+		file   string
+		mutate func(m map[string]any)
+		path   string
+		want   string
+	}{
+		{"format 1", head, func(m map[string]any) { m["formatVersion"] = "1" }, "formatVersion", "format 2"},
+		{"head type", head, func(m map[string]any) { m["type"] = "BGP" }, "type", `"RemoteSubnet" or "Host"`},
+		{"head name", head, func(m map[string]any) { m["name"] = "routes-XYZ" }, "name", "12 lower-case hex digits"},
+		{"head key", head, func(m map[string]any) { m["key"] = "k" }, "key", "sha256"},
+		{"shard named like a head", head, func(m map[string]any) {
+			obj(m, "shards", 0)["name"] = "routes-0123456789ab"
+		}, "shards[0].name", "route shard's name"},
+		{"VNI 0", head, func(m map[string]any) { m["isolationId"] = 0 }, "isolationId", "out of bound"},
+		{"shard without nodes", shard, func(m map[string]any) { delete(m, "nodes") }, "nodes", "required"},
+		{"lower-case tunnel MAC", shard, func(m map[string]any) {
+			obj(m, "nodes", 0)["tunnelMAC"] = "0e-2a-c0-a8-00-41"
+		}, "nodes[0].tunnelMAC", `"0e-2a-c0-a8-00-41" (out of bound`},
+		{"empty tunnel MAC", shard, func(m map[string]any) { obj(m, "nodes", 0)["tunnelMAC"] = "" }, "nodes[0].tunnelMAC", "out of bound"},
+		{"block not a CIDR", shard, func(m map[string]any) {
+			obj(m, "nodes", 0)["blocks"] = []any{"192.168.0.64/33"}
+		}, "nodes[0].blocks[0]", "prefix length out of range"},
+		{"liveBlocks false", shard, func(m map[string]any) { obj(m, "nodes", 0)["liveBlocks"] = false }, "nodes[0].liveBlocks", "conflicting values"},
+		{"node name", shard, func(m map[string]any) { obj(m, "nodes", 0)["node"] = "Win_1" }, "nodes[0].node", "out of bound"},
+		{"format 1 route entry", shard, func(m map[string]any) {
+			obj(m, "nodes", 0)["DistributedRouterMacAddress"] = ""
+		}, "nodes[0].DistributedRouterMacAddress", "not allowed"},
+		{"chunk tier action", chunk, func(m map[string]any) { obj(m, "tiers", 0)["defaultAction"] = "Allow" }, "tiers[0].defaultAction", "conflicting values"},
+		{"chunk name", chunk, func(m map[string]any) { m["name"] = "routes-0123456789ab" }, "name", "program chunk's name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ValidatePart(mutate(t, tc.file, tc.mutate))
+			if err == nil {
+				t.Fatal("ValidatePart accepted the part")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.path+": ") || !strings.Contains(msg, tc.want) {
+				t.Errorf("error does not name %s (%q):\n%s", tc.path, tc.want, msg)
+			}
+		})
+	}
+}
+
 func TestValidatePlanIndexFixture(t *testing.T) {
 	data := readFile(t, filepath.Join(planFixtures, plan.IndexFile))
 	if err := ValidatePlanIndex(data); err != nil {
 		t.Fatalf("ValidatePlanIndex: %v", err)
 	}
 	// An index of no plans.
-	if err := ValidatePlanIndex([]byte(`{"formatVersion":"1.3","kind":"PlanIndex","cluster":"c","plans":[]}`)); err != nil {
+	if err := ValidatePlanIndex([]byte(`{"formatVersion":"2.3","kind":"PlanIndex","cluster":"c","plans":[],"parts":[]}`)); err != nil {
 		t.Errorf("empty index: %v", err)
 	}
 	// A plan is not an index, nor the other way round.
@@ -131,8 +256,26 @@ func TestValidatePlanRejects(t *testing.T) {
 			obj(m, "podEndpoint", "Policies", 0, "Settings")["Exceptions"] = []any{"10.96.0.0/12", "10.240.0.7/24"}
 		}, "podEndpoint.Policies[0].Settings.Exceptions[1]", "host bits"},
 		{"not a CIDR", vxlan, func(m map[string]any) {
-			obj(m, "remoteSubnetRoutes", 0)["DestinationPrefix"] = "192.168.0.64/33"
-		}, "remoteSubnetRoutes[0].DestinationPrefix", "prefix length out of range"},
+			obj(m, "podEndpoint", "Routes", 0)["DestinationPrefix"] = "192.168.0.64/33"
+		}, "podEndpoint.Routes[0].DestinationPrefix", "prefix length out of range"},
+		{"format 1 routes", vxlan, func(m map[string]any) {
+			m["remoteSubnetRoutes"] = []any{}
+		}, "remoteSubnetRoutes", "not allowed"},
+		{"format 1 program", bgp, func(m map[string]any) {
+			m["program"] = map[string]any{"tiers": []any{}}
+		}, "program", "not allowed"},
+		{"route table by digest", vxlan, func(m map[string]any) {
+			obj(m, "routeTable")["digest"] = obj(m, "routeTable")["key"]
+		}, "routeTable.digest", "not allowed"},
+		{"route table name", vxlan, func(m map[string]any) {
+			obj(m, "routeTable")["name"] = "../routes"
+		}, "routeTable.name", "route table's name"},
+		{"program chunk digest", bgp, func(m map[string]any) {
+			obj(m, "programChunks", 0)["digest"] = "sha256:0"
+		}, "programChunks[0].digest", "sha256"},
+		{"no program chunks", bgp, func(m map[string]any) {
+			m["programChunks"] = []any{}
+		}, "programChunks", "MinItems"},
 		{"not an IP", vxlan, func(m map[string]any) {
 			obj(m, "podEndpoint")["Gateway"] = "192.168.0.300"
 		}, "podEndpoint.Gateway", "does not satisfy net.IP"},
@@ -148,9 +291,6 @@ func TestValidatePlanRejects(t *testing.T) {
 		{"network Type Transparent", vxlan, func(m map[string]any) {
 			obj(m, "network")["Type"] = "Transparent"
 		}, "network.Type", `"Overlay" or "L2Bridge"`},
-		{"lower-case MAC", vxlan, func(m map[string]any) {
-			obj(m, "remoteSubnetRoutes", 0)["DistributedRouterMacAddress"] = "0e-2a-c0-a8-00-41"
-		}, "remoteSubnetRoutes[0].DistributedRouterMacAddress", `"0e-2a-c0-a8-00-41" (out of bound`},
 		{"colon MAC", vxlan, func(m map[string]any) {
 			obj(m, "hostEndpoint")["MacAddress"] = "00:15:5D:01:02:03"
 		}, "hostEndpoint.MacAddress", `"00:15:5D:01:02:03" (out of bound`},
@@ -160,9 +300,9 @@ func TestValidatePlanRejects(t *testing.T) {
 		{"digest not sha256", vxlan, func(m map[string]any) {
 			m["digest"] = "md5:0123456789abcdef0123456789abcdef"
 		}, "digest", "sha256"},
-		{"formatVersion 2", vxlan, func(m map[string]any) {
-			m["formatVersion"] = "2"
-		}, "formatVersion", "format 1"},
+		{"formatVersion 1", vxlan, func(m map[string]any) {
+			m["formatVersion"] = "1"
+		}, "formatVersion", "format 2"},
 		{"kind", vxlan, func(m map[string]any) {
 			m["kind"] = "PlanIndex"
 		}, "kind", "conflicting values"},
@@ -221,9 +361,8 @@ func TestValidatePlanAccepts(t *testing.T) {
 			ep := obj(m, "hostEndpoint")
 			ep["Policies"] = append(ep["Policies"].([]any), map[string]any{"Type": "QOS", "Settings": map[string]any{"Action": "Allow"}, "Note": "x"})
 		}},
-		{"minor version", func(m map[string]any) { m["formatVersion"] = "1.7" }},
-		{"resolved MACs", func(m map[string]any) {
-			obj(m, "remoteSubnetRoutes", 0)["DistributedRouterMacAddress"] = "0E-2A-C0-A8-00-41"
+		{"minor version", func(m map[string]any) { m["formatVersion"] = "2.7" }},
+		{"resolved MAC", func(m map[string]any) {
 			obj(m, "hostEndpoint")["MacAddress"] = "00-15-5D-01-02-03"
 		}},
 		{"IPv6", func(m map[string]any) {
@@ -251,7 +390,12 @@ func TestValidatePlanIndexRejects(t *testing.T) {
 		{"file outside the directory", func(m map[string]any) { obj(m, "plans", 0)["file"] = "../win-1.json" }, "plans[0].file"},
 		{"absolute file", func(m map[string]any) { obj(m, "plans", 0)["file"] = "/etc/win-1.json" }, "plans[0].file"},
 		{"unknown field", func(m map[string]any) { m["generated"] = true }, "generated"},
-		{"formatVersion", func(m map[string]any) { m["formatVersion"] = "2.0" }, "formatVersion"},
+		{"formatVersion", func(m map[string]any) { m["formatVersion"] = "1.0" }, "formatVersion"},
+		{"no parts", func(m map[string]any) { delete(m, "parts") }, "parts"},
+		{"part outside the directory", func(m map[string]any) { obj(m, "parts", 0)["file"] = "../" + obj(m, "parts", 0)["file"].(string) }, "parts[0].file"},
+		{"part not beside the index", func(m map[string]any) { obj(m, "parts", 0)["file"] = "win-1.json" }, "parts[0].file"},
+		{"part kind", func(m map[string]any) { obj(m, "parts", 0)["kind"] = "NodePlan" }, "parts[0].kind"},
+		{"part name", func(m map[string]any) { obj(m, "parts", 0)["name"] = "win-1" }, "parts[0].name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := ValidatePlanIndex(mutate(t, idx, tc.mutate))
@@ -296,62 +440,58 @@ func TestValidatePlanConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-// bigPlan is the calico-vxlan plan of win-1 with n remote subnet routes,
-// encoded as the compiler does.
-func bigPlan(t testing.TB, n int) []byte {
+// bigShard is a route shard of n nodes, each with a /26 block and a
+// tunnel MAC, as the compiler encodes it (the schema does not check the
+// digest's value).
+func bigShard(t testing.TB, n int) []byte {
 	t.Helper()
-	p, err := plan.Decode(readFile(t, planFixtures+"/calico-vxlan-win-1.json"), "win-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.RemoteSubnetRoutes = p.RemoteSubnetRoutes[:0]
+	s := plan.RouteShard{FormatVersion: plan.FormatVersion, Kind: plan.KindRouteShard, Name: "routes-0123456789ab-00",
+		Digest: "sha256:" + strings.Repeat("0", 64), Cluster: "demo"}
 	for i := range n {
-		// /26 blocks of 10.0.0.0/8 after the node's own.
-		prefix := netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 10), byte(i >> 2), byte(i&3) << 6}), 26)
-		p.RemoteSubnetRoutes = append(p.RemoteSubnetRoutes, plan.RemoteSubnetRoute{
-			DestinationPrefix: prefix,
-			IsolationId:       4096,
-			ProviderAddress:   netip.AddrFrom4([4]byte{172, 20, byte(i >> 8), byte(i)}),
-			DistributedRouterMacAddress: fmt.Sprintf("0E-2A-%02X-%02X-%02X-%02X",
-				10, byte(i>>10), byte(i>>2), byte(i&3)<<6),
-			Node: fmt.Sprintf("node-%04d", i),
+		s.Nodes = append(s.Nodes, plan.RouteNode{
+			Node:      fmt.Sprintf("node-%04d", i),
+			Address:   netip.AddrFrom4([4]byte{172, 20, byte(i >> 8), byte(i)}),
+			TunnelMAC: fmt.Sprintf("0E-2A-%02X-%02X-%02X-%02X", 10, byte(i>>10), byte(i>>2), byte(i&3)<<6),
+			// /26 blocks of 10.0.0.0/8.
+			Blocks: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 10), byte(i >> 2), byte(i&3) << 6}), 26)},
 		})
 	}
-	data, err := plan.Encode(p)
+	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return data
 }
 
-func TestValidateBigPlan(t *testing.T) {
-	data := bigPlan(t, 1100)
-	if err := ValidatePlan(data); err != nil {
+// TestValidateBigShard: a shard of 1,100 nodes (far more than a shard of a
+// 5,000-node cluster holds) validates, and one bad block among them is
+// found and named.
+func TestValidateBigShard(t *testing.T) {
+	data := bigShard(t, 1100)
+	if err := ValidatePart(data); err != nil {
 		t.Fatal(err)
 	}
-	// One bad route among 1,100 is found and named.
 	var m map[string]any
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}
-	obj(m, "remoteSubnetRoutes", 1033)["DestinationPrefix"] = "10.1.2.3/26"
+	obj(m, "nodes", 1033)["blocks"] = []any{"10.1.2.3/26"}
 	data, _ = json.Marshal(m)
-	err := ValidatePlan(data)
-	if err == nil || !strings.Contains(err.Error(), "remoteSubnetRoutes[1033].DestinationPrefix: ") {
-		t.Errorf("ValidatePlan = %v, want an error at remoteSubnetRoutes[1033].DestinationPrefix", err)
+	err := ValidatePart(data)
+	if err == nil || !strings.Contains(err.Error(), "nodes[1033].blocks[0]: ") {
+		t.Errorf("ValidatePart = %v, want an error at nodes[1033].blocks[0]", err)
 	}
 }
 
-// BenchmarkValidatePlan validates a plan with 1,100 remote subnet routes
-// (a 1,100-node VXLAN cluster).
-func BenchmarkValidatePlan(b *testing.B) {
-	data := bigPlan(b, 1100)
-	if err := ValidatePlan(data); err != nil { // also compiles the schema
+// BenchmarkValidateShard validates a route shard of 1,100 nodes.
+func BenchmarkValidateShard(b *testing.B) {
+	data := bigShard(b, 1100)
+	if err := ValidatePart(data); err != nil { // also compiles the schema
 		b.Fatal(err)
 	}
 	b.SetBytes(int64(len(data)))
 	for b.Loop() {
-		if err := ValidatePlan(data); err != nil {
+		if err := ValidatePart(data); err != nil {
 			b.Fatal(err)
 		}
 	}
