@@ -58,10 +58,12 @@ func newCompileCmd(g *globalFlags) *cobra.Command {
 		Use:   "compile DIR -o OUTDIR",
 		Short: "Compile the intent into one HNS plan per Windows node",
 		Long: `compile vets the intent in DIR and, if it has no error, writes one plan per Windows
-node (<node>.json) and their index (_index.json) into OUTDIR, all or nothing: each plan is
-written to a temporary file first, and renamed into place (atomically) only when all are
-written. Plans that the previous index listed for nodes that are gone are removed, and
-each is named on stdout; compile removes no other file, whatever the index says.
+node (<node>.json), the parts the plans share (_<part>.json: the route table's head and
+shards, the policy program's chunks; see docs/plan-format.md) and their index (_index.json)
+into OUTDIR, all or nothing: each file is written to a temporary file first, and renamed
+into place (atomically) only when all are written, the parts before the plans. Plans that
+the previous index listed for nodes that are gone, and parts no plan names any more, are
+removed, and each is named on stdout; compile removes no other file, whatever the index says.
 A compile that would remove more than half of the existing plans (and at least two) is
 refused, with nothing written, unless --allow-removals is given. Compiling twice gives
 byte-identical files.
@@ -96,7 +98,13 @@ agent given --trusted-keys applies only plans signed by a key it trusts. Without
 			}
 			out := cmd.OutOrStdout()
 			removed, err := compiler.WritePlans(outDir, c.Intent.Cluster.Name, c.Plans, sk.signer())
+			removedPlans := 0
 			for _, name := range removed {
+				if strings.HasPrefix(name, "_") { // plan.PartFileName: no node name starts with '_'
+					fmt.Fprintf(out, "%s: removed %s: no plan names this shared part any more\n", args[0], filepath.Join(outDir, name))
+					continue
+				}
+				removedPlans++
 				fmt.Fprintf(out, "%s: removed %s: its node is no longer a Windows node of the intent\n", args[0], filepath.Join(outDir, name))
 			}
 			if err == nil && updateLock {
@@ -109,8 +117,8 @@ agent given --trusted-keys applies only plans signed by a key it trusts. Without
 			if fp := sk.fingerprint(); fp != "" {
 				msg += "; signed with " + fp
 			}
-			if len(removed) > 0 {
-				msg += "; removed " + plural(len(removed), "plan")
+			if removedPlans > 0 {
+				msg += "; removed " + plural(removedPlans, "plan")
 			}
 			if updateLock {
 				msg += "; updated " + intent.LockFile
@@ -200,27 +208,54 @@ Findings go to stderr.`,
 	return cmd
 }
 
+// printPlans prints plans as text (each assembled with its routes and
+// program, as a reader sees it), or their files as json or yaml. One
+// plan prints as its plan file alone, byte for byte; several print with
+// the shared parts they name after them (files holds the parts first,
+// as compiler.EncodePlans returns them): json as {"plans": [...],
+// "parts": [...]}, yaml as one document per plan, then per part.
 func printPlans(w io.Writer, format string, plans []*plan.NodePlan, files []compiler.File) error {
+	var planFiles, partFiles []compiler.File
+	for _, f := range files {
+		if f.IsPlan() {
+			planFiles = append(planFiles, f)
+		} else {
+			partFiles = append(partFiles, f)
+		}
+	}
+	if len(planFiles) == 1 {
+		partFiles = nil
+	}
 	switch format {
 	case "json":
-		if len(files) == 1 {
-			_, err := w.Write(files[0].Data)
+		if len(planFiles) == 1 {
+			_, err := w.Write(planFiles[0].Data)
 			return err
 		}
 		var b bytes.Buffer
-		b.WriteString("{\n  \"plans\": [")
-		for i, f := range files {
-			if i > 0 {
-				b.WriteByte(',')
+		list := func(name string, files []compiler.File) {
+			fmt.Fprintf(&b, "  %q: [", name)
+			for i, f := range files {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				b.WriteString("\n    ")
+				b.Write(bytes.ReplaceAll(bytes.TrimSpace(f.Data), []byte("\n"), []byte("\n    ")))
 			}
-			b.WriteString("\n    ")
-			b.Write(bytes.ReplaceAll(bytes.TrimSpace(f.Data), []byte("\n"), []byte("\n    ")))
+			if len(files) > 0 {
+				b.WriteString("\n  ")
+			}
+			b.WriteString("]")
 		}
-		b.WriteString("\n  ]\n}\n")
+		b.WriteString("{\n")
+		list("plans", planFiles)
+		b.WriteString(",\n")
+		list("parts", partFiles)
+		b.WriteString("\n}\n")
 		_, err := w.Write(b.Bytes())
 		return err
 	case "yaml":
-		for i, f := range files {
+		for i, f := range append(planFiles, partFiles...) {
 			if i > 0 {
 				if _, err := io.WriteString(w, "---\n"); err != nil {
 					return err
