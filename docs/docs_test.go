@@ -426,8 +426,8 @@ func TestArchitectureCommands(t *testing.T) {
 	}
 }
 
-// TestPlanFormatFields: every JSON field of the plan and index types and
-// every HNS policy type is in plan-format.md.
+// TestPlanFormatFields: every JSON field of the plan, part and index types
+// and every HNS policy type is in plan-format.md.
 func TestPlanFormatFields(t *testing.T) {
 	seen := map[reflect.Type]bool{}
 	var fields []string
@@ -456,7 +456,7 @@ func TestPlanFormatFields(t *testing.T) {
 			walk(f.Type)
 		}
 	}
-	for _, v := range []any{plan.NodePlan{}, plan.Index{}, plan.VSID{}, plan.VxlanPort{}, plan.NetAdapterName{},
+	for _, v := range []any{plan.NodePlan{}, plan.RouteTable{}, plan.RouteShard{}, plan.ProgramChunk{}, plan.Index{}, plan.VSID{}, plan.VxlanPort{}, plan.NetAdapterName{},
 		plan.ProviderAddress{}, plan.OutBoundNAT{}, plan.SDNRoute{}, plan.RemoteSubnetRouteSetting{}, plan.ACL{}} {
 		walk(reflect.TypeOf(v))
 	}
@@ -475,7 +475,9 @@ func TestPlanFormatFields(t *testing.T) {
 		t.Fatalf("found policy types %q: the scan is broken", types)
 	}
 	mustMention(t, "plan-format.md", doc, "policy type", types)
-	mustMention(t, "plan-format.md", doc, "value", []string{strconv.Quote(plan.FormatVersion), strconv.Quote(plan.Kind), strconv.Quote(plan.IndexKind), plan.IndexFile})
+	mustMention(t, "plan-format.md", doc, "value", []string{strconv.Quote(plan.FormatVersion), strconv.Quote(plan.Kind), strconv.Quote(plan.IndexKind), plan.IndexFile,
+		strconv.Quote(plan.KindRouteTable), strconv.Quote(plan.KindRouteShard), strconv.Quote(plan.KindProgramChunk),
+		strconv.Quote(plan.RoutesRemoteSubnet), strconv.Quote(plan.RoutesHost)})
 }
 
 // TestPlanFormatExample: the example in plan-format.md is what compiling
