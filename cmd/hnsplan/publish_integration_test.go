@@ -134,20 +134,6 @@ func TestPublish(t *testing.T) {
 	}
 }
 
-// TestPublishTooLarge: a plan over the ConfigMap limit is an error naming
-// the node and the size, before anything is sent.
-func TestPublishTooLarge(t *testing.T) {
-	big := compiler.File{Node: "win-big", Digest: "sha256:x", Data: bytes.Repeat([]byte{' '}, maxConfigMapData)}
-	small := compiler.File{Node: "win-1", Digest: "sha256:y", Data: []byte("{}")}
-	err := checkPublishable([]compiler.File{small, big})
-	if err == nil || !strings.Contains(err.Error(), "the plan of node win-big is 1048576 bytes (1.00 MiB)") {
-		t.Fatalf("err = %v", err)
-	}
-	if strings.Contains(err.Error(), "win-1") {
-		t.Errorf("the small plan was called too large: %v", err)
-	}
-}
-
 func checkConfigMaps(t *testing.T, ctx context.Context, cs kubernetes.Interface, want map[string][]byte) {
 	t.Helper()
 	for node, data := range want {

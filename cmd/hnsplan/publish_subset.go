@@ -41,6 +41,9 @@ func (s selection) check(files []compiler.File, prune bool, dir string) error {
 	have := map[string]bool{}
 	var all []string
 	for _, f := range files {
+		if !f.IsPlan() {
+			continue
+		}
 		have[f.Node] = true
 		all = append(all, f.Node)
 	}
@@ -70,14 +73,16 @@ func (s selection) check(files []compiler.File, prune bool, dir string) error {
 		dir, noun, strings.Join(unknown, ", "), list, dir)
 }
 
-// pick returns the nodes to publish to. changed says whether a node's
-// plan differs from what its ConfigMap holds (every plan, without the
-// cluster): --canary N takes the first N changed nodes by name.
-func (s selection) pick(files []compiler.File, changed func(node string) bool) map[string]bool {
+// pick returns the nodes to publish to, among nodes (those with a plan,
+// in order; publish adds the parts the picked plans name). changed says
+// whether a node's plan differs from what its ConfigMap holds (every
+// plan, without the cluster): --canary N takes the first N changed nodes
+// by name.
+func (s selection) pick(nodes []string, changed func(node string) bool) map[string]bool {
 	out := map[string]bool{}
 	if !s.active() {
-		for _, f := range files {
-			out[f.Node] = true
+		for _, n := range nodes {
+			out[n] = true
 		}
 		return out
 	}
@@ -88,9 +93,9 @@ func (s selection) pick(files []compiler.File, changed func(node string) bool) m
 		return out
 	}
 	var cands []string
-	for _, f := range files {
-		if changed(f.Node) {
-			cands = append(cands, f.Node)
+	for _, n := range nodes {
+		if changed(n) {
+			cands = append(cands, n)
 		}
 	}
 	slices.Sort(cands)

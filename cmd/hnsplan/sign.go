@@ -54,14 +54,19 @@ func (s *signKey) fingerprint() string {
 	return plan.Fingerprint(s.key.Public().(ed25519.PublicKey))
 }
 
-// sign signs each file with the key, if there is one. Otherwise the
-// files keep the signatures compile --sign-key wrote beside them, each
-// checked to sign its plan: one left from other bytes would only be
-// refused by every agent. dir names the plan directory in messages.
+// sign signs each plan and route table head with the key, if there is
+// one: a plan names its head by key, not digest, so the head's signature
+// is what proves its shards (which it names by digest); chunks are named
+// by digest from the signed plans. Otherwise the files keep the
+// signatures compile --sign-key wrote beside them, each checked to sign
+// its file: one left from other bytes would only be refused by every
+// agent. dir names the plan directory in messages.
 func (s *signKey) sign(dir string, files []compiler.File) error {
 	for i, f := range files {
 		if s.key != nil {
-			files[i].Signature = plan.Sign(f.Data, s.key)
+			if f.IsPlan() || f.Kind == plan.KindRouteTable {
+				files[i].Signature = plan.Sign(f.Data, s.key)
+			}
 			continue
 		}
 		if f.Signature == nil {
