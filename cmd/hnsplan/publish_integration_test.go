@@ -62,9 +62,10 @@ func TestPublish(t *testing.T) {
 			t.Errorf("first publish: no created line for %s:\n%s", node, out)
 		}
 	}
-	if !strings.Contains(out, fmt.Sprintf("published %d plans to %s on %s: %d created, 0 updated, 0 unchanged", len(want), publishNamespace, cfg.Host, len(want))) {
+	if !strings.Contains(out, fmt.Sprintf("published %d plans and %s to %s on %s: %d created, 0 updated, 0 unchanged", len(want), plural(len(idx.Parts), "part"), publishNamespace, cfg.Host, len(want)+len(idx.Parts))) {
 		t.Errorf("first publish: summary wrong:\n%s", out)
 	}
+	checkParts(t, ctx, cs, plans, idx.Parts)
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, publishNamespace, metav1.GetOptions{}); err != nil {
 		t.Fatalf("namespace: %v", err)
 	}
@@ -72,7 +73,7 @@ func TestPublish(t *testing.T) {
 
 	// Again, from the plan directory: the same bytes, nothing changes.
 	out = mustRun(t, 0, "publish", plans, "--kubeconfig", kubeconfig)
-	if strings.Count(out, ": unchanged (sha256:") != len(want) || strings.Contains(out, ": created") || strings.Contains(out, ": updated") || !strings.Contains(out, fmt.Sprintf("0 created, 0 updated, %d unchanged", len(want))) {
+	if n := len(want) + len(idx.Parts); strings.Count(out, ": unchanged (sha256:") != n || strings.Contains(out, ": created") || strings.Contains(out, ": updated") || !strings.Contains(out, fmt.Sprintf("0 created, 0 updated, %d unchanged", n)) {
 		t.Errorf("second publish changed something:\n%s", out)
 	}
 
@@ -167,6 +168,31 @@ func checkConfigMaps(t *testing.T, ctx context.Context, cs kubernetes.Interface,
 	}
 }
 
+// checkParts checks that each part of the plan directory dir is the
+// ConfigMap named as the part, holding its file byte for byte, labelled
+// and annotated.
+func checkParts(t *testing.T, ctx context.Context, cs kubernetes.Interface, dir string, parts []plan.IndexPart) {
+	t.Helper()
+	if len(parts) == 0 {
+		t.Error("the plans name no part")
+	}
+	for _, e := range parts {
+		data, err := os.ReadFile(filepath.Join(dir, e.File))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm, err := cs.CoreV1().ConfigMaps(publishNamespace).Get(ctx, e.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("part %s: %v", e.Name, err)
+			continue
+		}
+		if cm.Data[partKey] != string(data) || cm.Annotations[annotationDigest] != e.Digest ||
+			cm.Labels[labelManagedBy] != "hnsplan" || cm.Labels[labelPart] != strings.ToLower(e.Kind) {
+			t.Errorf("part %s: ConfigMap labels %v, annotations %v, %d bytes of %s; want the file's %d bytes", e.Name, cm.Labels, cm.Annotations, len(cm.Data[partKey]), partKey, len(data))
+		}
+	}
+}
+
 func readIndex(t *testing.T, dir string) plan.Index {
 	t.Helper()
 	files, _, ok, err := compiler.ReadPlanDir(dir)
@@ -175,7 +201,11 @@ func readIndex(t *testing.T, dir string) plan.Index {
 	}
 	var idx plan.Index
 	for _, f := range files {
-		idx.Plans = append(idx.Plans, plan.IndexEntry{Node: f.Node, File: f.Name, Digest: f.Digest})
+		if f.IsPlan() {
+			idx.Plans = append(idx.Plans, plan.IndexEntry{Node: f.Node, File: f.Name, Digest: f.Digest})
+		} else {
+			idx.Parts = append(idx.Parts, plan.IndexPart{Name: f.Part, Kind: f.Kind, File: f.Name, Digest: f.Digest})
+		}
 	}
 	return idx
 }

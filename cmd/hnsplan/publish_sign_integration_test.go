@@ -77,19 +77,45 @@ func TestPublishSigned(t *testing.T) {
 	if got := signatures(); len(got) != len(idx.Plans) {
 		t.Fatalf("%d of %d ConfigMaps carry %s", len(got), len(idx.Plans), publishSigKey)
 	}
+	// The route table's head is signed too; shards and chunks are not.
+	heads := map[string]bool{}
+	for _, e := range idx.Parts {
+		cm, err := cms.Get(ctx, e.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sig, ok := cm.Data[partSigKey]
+		if ok != (e.Kind == plan.KindRouteTable) {
+			t.Errorf("part %s (%s): signed %v", e.Name, e.Kind, ok)
+		}
+		if ok {
+			heads[e.Name] = true
+			if _, err := ring.Verify([]byte(cm.Data[partKey]), []byte(sig)); err != nil {
+				t.Errorf("part %s: the published signature does not verify: %v", e.Name, err)
+			}
+		}
+	}
+	if len(heads) == 0 {
+		t.Error("no route table head was published")
+	}
 	out = mustRun(t, 0, "publish", plans, "--kubeconfig", kubeconfig)
-	if strings.Count(out, ": unchanged (") != len(idx.Plans) {
+	if strings.Count(out, ": unchanged (") != len(idx.Plans)+len(idx.Parts) {
 		t.Errorf("publishing the same signed plans again changed something:\n%s", out)
 	}
 
-	// Unsigned: the same plans, no signature: each ConfigMap is updated
-	// and loses its signature.
+	// Unsigned: the same plans, no signature: each signed ConfigMap is
+	// updated and loses its signature.
 	mustRun(t, 0, "compile", example, "-o", plans)
 	out = mustRun(t, 0, "publish", plans, "--kubeconfig", kubeconfig)
-	if strings.Count(out, ": updated (") != len(idx.Plans) {
+	if strings.Count(out, ": updated (") != len(idx.Plans)+len(heads) {
 		t.Errorf("an unsigned publish over signed ConfigMaps did not update them:\n%s", out)
 	}
 	if got := signatures(); len(got) != 0 {
 		t.Errorf("an unsigned publish left %s on %d ConfigMaps", publishSigKey, len(got))
+	}
+	for name := range heads {
+		if cm, err := cms.Get(ctx, name, metav1.GetOptions{}); err != nil || cm.Data[partSigKey] != "" {
+			t.Errorf("part %s: an unsigned publish left its signature (%v)", name, err)
+		}
 	}
 }
