@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -250,6 +251,9 @@ type publishOptions struct {
 	prune   bool      // delete the plan ConfigMaps of nodes that have no plan
 	sel     selection // the nodes to publish to
 	workers int       // requests in flight at once; publishWorkers when 0
+	// namespace is where the ConfigMaps go: publishNamespace (the agents'
+	// contract) when "", another only for tests.
+	namespace string
 }
 
 // liveConfigMap is what publish keeps of a ConfigMap in the namespace.
@@ -261,10 +265,10 @@ type liveConfigMap struct {
 }
 
 // listConfigMaps reads every ConfigMap of the namespace, a page at a time.
-func listConfigMaps(ctx context.Context, cs kubernetes.Interface) (map[string]*liveConfigMap, error) {
+func listConfigMaps(ctx context.Context, cs kubernetes.Interface, ns string) (map[string]*liveConfigMap, error) {
 	live := map[string]*liveConfigMap{}
 	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		return cs.CoreV1().ConfigMaps(publishNamespace).List(ctx, opts)
+		return cs.CoreV1().ConfigMaps(ns).List(ctx, opts)
 	})
 	err := p.EachListItem(ctx, metav1.ListOptions{}, func(obj runtime.Object) error {
 		cm, ok := obj.(*corev1.ConfigMap)
@@ -316,6 +320,7 @@ func publish(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface
 		return &exitError{code: exitInvalid, err: fmt.Errorf("%s: %v (API server %s)", what, err, host)}
 	}
 	apply := metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
+	ns := cmp.Or(opts.namespace, publishNamespace)
 	for _, o := range objs {
 		if o.IsPlan() && len(validation.IsValidLabelValue(o.Node)) > 0 {
 			fmt.Fprintf(errOut, "hnsplan: node %s: the name is no valid label value; %s omits label %s\n", o.Node, o.name, labelNode)
@@ -323,19 +328,19 @@ func publish(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface
 	}
 
 	// The namespace: created if missing, never changed if present.
-	if _, err := cs.CoreV1().Namespaces().Get(ctx, publishNamespace, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		ns := corev1ac.Namespace(publishNamespace).WithLabels(map[string]string{labelManagedBy: "hnsplan"})
-		if _, err := cs.CoreV1().Namespaces().Apply(ctx, ns, apply); err != nil {
-			return failed("create namespace "+publishNamespace, err)
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		nsac := corev1ac.Namespace(ns).WithLabels(map[string]string{labelManagedBy: "hnsplan"})
+		if _, err := cs.CoreV1().Namespaces().Apply(ctx, nsac, apply); err != nil {
+			return failed("create namespace "+ns, err)
 		}
-		fmt.Fprintf(out, "namespace %s: created\n", publishNamespace)
+		fmt.Fprintf(out, "namespace %s: created\n", ns)
 	} else if err != nil {
-		return failed("get namespace "+publishNamespace, err)
+		return failed("get namespace "+ns, err)
 	}
 
-	live, err := listConfigMaps(ctx, cs)
+	live, err := listConfigMaps(ctx, cs, ns)
 	if err != nil {
-		return failed("list configmaps in "+publishNamespace, err)
+		return failed("list configmaps in "+ns, err)
 	}
 	state := make(map[string]string, len(objs))
 	byNode := map[string]*pubObject{}
@@ -387,12 +392,12 @@ func publish(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface
 			if o.Signature != nil {
 				data[o.sigKey] = string(o.Signature)
 			}
-			cm := corev1ac.ConfigMap(o.name, publishNamespace).
+			cm := corev1ac.ConfigMap(o.name, ns).
 				WithLabels(o.labels).
 				WithAnnotations(map[string]string{annotationDigest: o.Digest}).
 				WithData(data)
-			if _, err := cs.CoreV1().ConfigMaps(publishNamespace).Apply(ctx, cm, apply); err != nil {
-				errs[i] = failed(fmt.Sprintf("apply configmap %s/%s", publishNamespace, o.name), err)
+			if _, err := cs.CoreV1().ConfigMaps(ns).Apply(ctx, cm, apply); err != nil {
+				errs[i] = failed(fmt.Sprintf("apply configmap %s/%s", ns, o.name), err)
 				return errs[i]
 			}
 			return nil
@@ -404,11 +409,11 @@ func publish(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface
 				return errs[i]
 			case !send[o.name] && st == "unchanged":
 				unchanged++
-				fmt.Fprintf(out, "configmap %s/%s: unchanged (%s%s)\n", publishNamespace, o.name, o.Digest, signedBy(o.File))
+				fmt.Fprintf(out, "configmap %s/%s: unchanged (%s%s)\n", ns, o.name, o.Digest, signedBy(o.File))
 			case !send[o.name]:
 				// Not sent: the ConfigMap stays as it is.
 				heldBack++
-				fmt.Fprintf(out, "configmap %s/%s: held back, would be %s (%s, %s%s)\n", publishNamespace, o.name, st, opts.sel.flag(), o.Digest, signedBy(o.File))
+				fmt.Fprintf(out, "configmap %s/%s: held back, would be %s (%s, %s%s)\n", ns, o.name, st, opts.sel.flag(), o.Digest, signedBy(o.File))
 			default:
 				switch st {
 				case "created":
@@ -418,7 +423,7 @@ func publish(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface
 				default:
 					unchanged++
 				}
-				fmt.Fprintf(out, "configmap %s/%s: %s (%s%s)\n", publishNamespace, o.name, st, o.Digest, signedBy(o.File))
+				fmt.Fprintf(out, "configmap %s/%s: %s (%s%s)\n", ns, o.name, st, o.Digest, signedBy(o.File))
 			}
 		}
 	}
@@ -438,16 +443,16 @@ func publish(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface
 	pruned := 0
 	for _, name := range stale {
 		if !opts.prune {
-			fmt.Fprintf(out, "configmap %s/%s: stale, no plan for node %s (--prune deletes it)\n", publishNamespace, name, strings.TrimPrefix(name, publishPrefix))
+			fmt.Fprintf(out, "configmap %s/%s: stale, no plan for node %s (--prune deletes it)\n", ns, name, strings.TrimPrefix(name, publishPrefix))
 			continue
 		}
-		err := cs.CoreV1().ConfigMaps(publishNamespace).Delete(ctx, name, metav1.DeleteOptions{})
+		err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return failed(fmt.Sprintf("delete configmap %s/%s", publishNamespace, name), err)
+			return failed(fmt.Sprintf("delete configmap %s/%s", ns, name), err)
 		}
 		delete(live, name)
 		pruned++
-		fmt.Fprintf(out, "configmap %s/%s: pruned\n", publishNamespace, name)
+		fmt.Fprintf(out, "configmap %s/%s: pruned\n", ns, name)
 	}
 
 	// Parts no plan names any more.
@@ -457,16 +462,16 @@ func publish(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface
 			written[o.name] = o
 		}
 	}
-	partsPruned, err := pruneParts(ctx, out, errOut, cs, live, written)
+	partsPruned, err := pruneParts(ctx, out, errOut, cs, ns, live, written)
 	if err != nil {
 		return failed("prune parts", err)
 	}
 
 	msg := fmt.Sprintf("published %s and %s to %s on %s: %d created, %d updated, %d unchanged",
-		plural(plans, "plan"), plural(parts, "part"), publishNamespace, host, created, updated, unchanged)
+		plural(plans, "plan"), plural(parts, "part"), ns, host, created, updated, unchanged)
 	if opts.sel.active() {
 		msg = fmt.Sprintf("published %d of %s and %d of %s to %s on %s (%s): %d created, %d updated, %d unchanged, %d held back",
-			sentPlans, plural(plans, "plan"), sentParts, plural(parts, "part"), publishNamespace, host, opts.sel.flag(), created, updated, unchanged, heldBack)
+			sentPlans, plural(plans, "plan"), sentParts, plural(parts, "part"), ns, host, opts.sel.flag(), created, updated, unchanged, heldBack)
 	}
 	if opts.prune {
 		msg += fmt.Sprintf(", %d pruned", pruned)
@@ -555,7 +560,7 @@ func refsOf(data string, ok bool) ([]string, error) {
 // ConfigMap being as it was listed (a concurrent publish may have written
 // it again). Heads go first, so that no head is left naming a deleted
 // shard.
-func pruneParts(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface, live map[string]*liveConfigMap, written map[string]*pubObject) (int, error) {
+func pruneParts(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface, ns string, live map[string]*liveConfigMap, written map[string]*pubObject) (int, error) {
 	refs := func(name, key string) ([]string, error) {
 		if o := written[name]; o != nil {
 			return o.refs, nil
@@ -586,7 +591,7 @@ func pruneParts(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interf
 	for _, name := range planNames {
 		rs, err := refs(name, publishKey)
 		if err != nil {
-			fmt.Fprintf(errOut, "hnsplan: no part pruned: configmap %s/%s holds no plan hnsplan can read (%v), so which parts it names is unknown; publish its node's plan, or delete it\n", publishNamespace, name, err)
+			fmt.Fprintf(errOut, "hnsplan: no part pruned: configmap %s/%s holds no plan hnsplan can read (%v), so which parts it names is unknown; publish its node's plan, or delete it\n", ns, name, err)
 			return 0, nil
 		}
 		for _, r := range rs {
@@ -606,7 +611,7 @@ func pruneParts(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interf
 		}
 		rs, err := refs(name, partKey)
 		if err != nil {
-			fmt.Fprintf(errOut, "hnsplan: no part pruned: configmap %s/%s holds no route table hnsplan can read (%v), so which shards it names is unknown; publish again, or delete it\n", publishNamespace, name, err)
+			fmt.Fprintf(errOut, "hnsplan: no part pruned: configmap %s/%s holds no route table hnsplan can read (%v), so which shards it names is unknown; publish again, or delete it\n", ns, name, err)
 			return 0, nil
 		}
 		for _, r := range rs {
@@ -632,18 +637,18 @@ func pruneParts(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interf
 	n := 0
 	for _, name := range gone {
 		rv := live[name].resourceVersion
-		err := cs.CoreV1().ConfigMaps(publishNamespace).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		err := cs.CoreV1().ConfigMaps(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 		switch {
 		case apierrors.IsConflict(err):
-			fmt.Fprintf(out, "configmap %s/%s: kept, it changed since publish read it\n", publishNamespace, name)
+			fmt.Fprintf(out, "configmap %s/%s: kept, it changed since publish read it\n", ns, name)
 			continue
 		case apierrors.IsNotFound(err):
 			continue
 		case err != nil:
-			return n, fmt.Errorf("delete configmap %s/%s: %w", publishNamespace, name, err)
+			return n, fmt.Errorf("delete configmap %s/%s: %w", ns, name, err)
 		}
 		n++
-		fmt.Fprintf(out, "configmap %s/%s: pruned, no plan names it\n", publishNamespace, name)
+		fmt.Fprintf(out, "configmap %s/%s: pruned, no plan names it\n", ns, name)
 	}
 	return n, nil
 }

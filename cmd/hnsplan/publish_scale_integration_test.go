@@ -100,9 +100,19 @@ func countingClient(t testing.TB) (kubernetes.Interface, *countingTransport, str
 	return kubetest.Client(t, cfg), ct, cfg.Host
 }
 
-func clearPublished(t testing.TB, cs kubernetes.Interface) {
+// scaleNamespace makes a namespace of its own for a scale run (publish
+// creates it), so that thousands of plan ConfigMaps do not meet the other
+// tests' in hnsplan-system; it is deleted at the end.
+func scaleNamespace(t testing.TB, cs kubernetes.Interface) string {
 	t.Helper()
-	err := cs.CoreV1().ConfigMaps(publishNamespace).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: labelManagedBy + "=hnsplan"})
+	ns := kubetest.UniqueName("hnsplan-scale")
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	return ns
+}
+
+func clearPublished(t testing.TB, cs kubernetes.Interface, ns string) {
+	t.Helper()
+	err := cs.CoreV1().ConfigMaps(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: labelManagedBy + "=hnsplan"})
 	if err != nil && !strings.Contains(err.Error(), "not found") {
 		t.Fatal(err)
 	}
@@ -118,7 +128,7 @@ func clearPublished(t testing.TB, cs kubernetes.Interface) {
 func TestPublishScale(t *testing.T) {
 	s := scaleSize(t)
 	cs, ct, host := countingClient(t)
-	clearPublished(t, cs)
+	opts := publishOptions{namespace: scaleNamespace(t, cs)}
 	ctx := context.Background()
 
 	t0 := time.Now()
@@ -127,19 +137,19 @@ func TestPublishScale(t *testing.T) {
 	ct.take()
 
 	t1 := time.Now()
-	if err := publish(ctx, io.Discard, io.Discard, cs, host, objs, publishOptions{}); err != nil {
+	if err := publish(ctx, io.Discard, io.Discard, cs, host, objs, opts); err != nil {
 		t.Fatal(err)
 	}
 	d := time.Since(t1)
 	writes, reads := ct.take()
 	t.Logf("first publish: %d objects in %v: %.0f objects/s (%d writes, %d reads, %d requests in flight)",
 		len(objs), d.Round(time.Millisecond), float64(len(objs))/d.Seconds(), len(writes), reads, publishWorkers)
-	if cms, w := countConfigMaps(t, cs), configMapWrites(writes); w != len(objs) || cms != len(objs) {
+	if cms, w := countConfigMaps(t, cs, opts.namespace), configMapWrites(writes); w != len(objs) || cms != len(objs) {
 		t.Errorf("first publish: %d writes to ConfigMaps, %d ConfigMaps, for %d objects", w, cms, len(objs))
 	}
 
 	t2 := time.Now()
-	if err := publish(ctx, io.Discard, io.Discard, cs, host, objs, publishOptions{}); err != nil {
+	if err := publish(ctx, io.Discard, io.Discard, cs, host, objs, opts); err != nil {
 		t.Fatal(err)
 	}
 	writes, reads = ct.take()
@@ -152,7 +162,7 @@ func TestPublishScale(t *testing.T) {
 	grown.Windows++
 	objs2 := compileSynth(t, grown)
 	t3 := time.Now()
-	if err := publish(ctx, io.Discard, io.Discard, cs, host, objs2, publishOptions{}); err != nil {
+	if err := publish(ctx, io.Discard, io.Discard, cs, host, objs2, opts); err != nil {
 		t.Fatal(err)
 	}
 	writes, _ = ct.take()
@@ -177,9 +187,9 @@ func configMapWrites(writes []string) int {
 	return n
 }
 
-func countConfigMaps(t testing.TB, cs kubernetes.Interface) int {
+func countConfigMaps(t testing.TB, cs kubernetes.Interface, ns string) int {
 	t.Helper()
-	list, err := cs.CoreV1().ConfigMaps(publishNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: labelManagedBy + "=hnsplan"})
+	list, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: labelManagedBy + "=hnsplan"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,15 +204,16 @@ func countConfigMaps(t testing.TB, cs kubernetes.Interface) int {
 func BenchmarkPublish(b *testing.B) {
 	objs := compileSynth(b, scaleSize(b))
 	cs, ct, host := countingClient(b)
+	opts := publishOptions{namespace: scaleNamespace(b, cs)}
 	ctx := context.Background()
 	var total time.Duration
 	for b.Loop() {
 		b.StopTimer()
-		clearPublished(b, cs)
+		clearPublished(b, cs, opts.namespace)
 		ct.take()
 		b.StartTimer()
 		t0 := time.Now()
-		if err := publish(ctx, io.Discard, io.Discard, cs, host, objs, publishOptions{}); err != nil {
+		if err := publish(ctx, io.Discard, io.Discard, cs, host, objs, opts); err != nil {
 			b.Fatal(err)
 		}
 		total += time.Since(t0)
