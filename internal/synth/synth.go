@@ -19,11 +19,34 @@ type Size struct {
 // 100 Linux nodes, 200 pools.
 var Benchmark = Size{Windows: 1000, Linux: 100, Pools: 200}
 
+// Scale is the size issue 16 measures: 4,500 Windows and 500 Linux nodes
+// (5,000, Kubernetes' limit per cluster), every Linux node with a block.
+var Scale = Size{Windows: 4500, Linux: 500, Pools: 200}
+
+// Growth is the sizes of the growth table, in Benchmark's shape (Linux
+// nodes a tenth of the Windows ones, 200 pools) at 1,100, 2,200, 4,400
+// and 5,000 nodes: the first three are the Windows counts of the format-1
+// figures (1,000, 2,000, 4,000), the last is Scale.
+var Growth = []Size{
+	Benchmark,
+	{Windows: 2000, Linux: 200, Pools: 200},
+	{Windows: 4000, Linux: 400, Pools: 200},
+	Scale,
+}
+
+// Nodes is the number of nodes of s.
+func (s Size) Nodes() int { return s.Windows + s.Linux }
+
 // Write writes an intent of size s into dir: cluster.cue, pools.cue and
 // nodes.cue, one package.
 func Write(dir string, s Size) error {
 	if s.Pools < 1 || s.Pools > 4096 {
 		return fmt.Errorf("synth: %d pools: want 1 to 4096", s.Pools)
+	}
+	// A pool is a /20 of 64 /26 blocks, shared by its Windows and Linux
+	// nodes; addresses are 250 a /24 in a /16.
+	if per := (s.Windows+s.Pools-1)/s.Pools + (s.Linux+s.Pools-1)/s.Pools; per > 64 || s.Windows > 250*256 || s.Linux > 250*256 || s.Windows < 0 || s.Linux < 0 {
+		return fmt.Errorf("synth: %d Windows and %d Linux nodes in %d pools: at most 64 nodes a pool", s.Windows, s.Linux, s.Pools)
 	}
 	files := map[string]string{}
 	files["cluster.cue"] = `package bench
@@ -63,13 +86,16 @@ cluster: {
 		fmt.Fprintf(&b, "\t\"win-%04d\": #win & {address: \"172.20.%d.%d/16\", labels: {pool: \"p%04d\", zone: \"z%d\"}}\n",
 			i, i/250, i%250+2, i%s.Pools, i%3)
 	}
-	// Linux nodes share the pools; each claims the last block of its pool,
-	// as a BlockAffinity would show, so that every Windows plan routes to
-	// every Linux node too.
+	// Linux nodes share the pools; each claims a block from the top of its
+	// pool down (the last block for the first round of pools, the one
+	// below for the next), as a BlockAffinity would show, so that every
+	// Windows plan routes to every Linux node too. Windows nodes allocate
+	// from the bottom.
 	for i := range s.Linux {
-		pool := i % s.Pools
-		fmt.Fprintf(&b, "\t\"linux-%04d\": {os: \"linux\", address: \"172.21.%d.%d/16\", labels: {pool: \"p%04d\", zone: \"z%d\"}, blocks: [\"10.%d.%d.192/26\"]}\n",
-			i, i/250, i%250+2, pool, i%3, 128+pool/16, (pool%16)*16+15)
+		pool, round := i%s.Pools, i/s.Pools
+		block := 63 - round // of the pool's 64 /26 blocks
+		fmt.Fprintf(&b, "\t\"linux-%04d\": {os: \"linux\", address: \"172.21.%d.%d/16\", labels: {pool: \"p%04d\", zone: \"z%d\"}, blocks: [\"10.%d.%d.%d/26\"]}\n",
+			i, i/250, i%250+2, pool, i%3, 128+pool/16, (pool%16)*16+block/4, block%4*64)
 	}
 	b.WriteString("}\n")
 	files["nodes.cue"] = b.String()

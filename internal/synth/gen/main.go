@@ -1,9 +1,12 @@
-// Command gen writes the benchmark intent into a directory:
+// Command gen writes a synthetic intent into a directory: the benchmark
+// intent (synth.Benchmark), or another size:
 //
-//	go run ./internal/synth/gen DIR
+//	go run ./internal/synth/gen [-windows N -linux N -pools N] DIR
+//	go run ./internal/synth/gen -scale DIR   # synth.Scale, 4,500 + 500 nodes
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 
@@ -11,15 +14,29 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: gen DIR")
+	s := synth.Benchmark
+	flag.IntVar(&s.Windows, "windows", s.Windows, "Windows nodes")
+	flag.IntVar(&s.Linux, "linux", s.Linux, "Linux nodes, each with a block")
+	flag.IntVar(&s.Pools, "pools", s.Pools, "IP pools (a /20 of 64 /26 blocks each)")
+	scale := flag.Bool("scale", false, fmt.Sprintf("synth.Scale: %d Windows and %d Linux nodes (overrides the counts)", synth.Scale.Windows, synth.Scale.Linux))
+	flag.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: gen [-windows N] [-linux N] [-pools N] [-scale] DIR")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() != 1 {
+		flag.Usage()
 		os.Exit(3)
 	}
-	if err := os.MkdirAll(os.Args[1], 0o755); err != nil {
+	if *scale {
+		s = synth.Scale
+	}
+	dir := flag.Arg(0)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if err := synth.Write(os.Args[1], synth.Benchmark); err != nil {
+	if err := synth.Write(dir, s); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
