@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -250,6 +251,29 @@ func writeTemp(dir string, data []byte) (string, error) {
 	return f.Name(), nil
 }
 
+// writeChanged writes data to a temporary file in dir, to be renamed to
+// name (renameChanged), and returns its name — or "" when name is already
+// a regular file holding data, which is then left as it is, modification
+// time and all: a recompile that adds one node rewrites only the files
+// that change (its plan, its route shard, the route table's head and the
+// index), and creating thousands of files is most of a large compile's
+// system time.
+func writeChanged(dir, name string, data []byte) (string, error) {
+	if old, err := readRegular(name); err == nil && bytes.Equal(old, data) {
+		return "", nil
+	}
+	return writeTemp(dir, data)
+}
+
+// renameChanged renames the temporary file tmp of writeChanged to name;
+// "" (name already holds the data) is nothing to do.
+func renameChanged(tmp, name string) error {
+	if tmp == "" {
+		return nil
+	}
+	return os.Rename(tmp, name)
+}
+
 // WritePlans encodes plans and writes them with their index into dir, all
 // or nothing: every plan is first written to a temporary file, on all
 // CPUs, and only when all are written are they renamed into place, each
@@ -264,7 +288,9 @@ func writeTemp(dir string, data []byte) (string, error) {
 // nothing way and renamed into place before its plan; without, a signature
 // left there by an earlier signed compile is removed, since it no longer
 // signs the plan. A plan is dropped from memory once written, so a large
-// cluster's plans are never all held encoded at once.
+// cluster's plans are never all held encoded at once. A file (plan, part,
+// signature or index) that already holds what would be written is left as
+// it is (writeChanged): compiling twice touches nothing the second time.
 func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (removed []string, err error) {
 	for _, p := range plans {
 		if err := plan.CheckNodeName(p.Node); err != nil {
@@ -285,14 +311,16 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 	if err != nil {
 		return nil, fmt.Errorf("no plan written to %s: %w", dir, err)
 	}
+	// A temporary file "" is a file that is already in place (unchanged).
 	partTemps, partSigTemps := make([]string, len(parts)), make([]string, len(parts))
 	for i, f := range parts {
+		name := filepath.Join(dir, f.Name)
 		if f.Signature != nil {
-			if partSigTemps[i], err = writeTemp(dir, f.Signature); err != nil {
+			if partSigTemps[i], err = writeChanged(dir, plan.SignatureFile(name), f.Signature); err != nil {
 				break
 			}
 		}
-		if partTemps[i], err = writeTemp(dir, f.Data); err != nil {
+		if partTemps[i], err = writeChanged(dir, name, f.Data); err != nil {
 			break
 		}
 	}
@@ -320,11 +348,12 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 					defer crash.Capture(&errs[i])
 					p := plans[i]
 					data, err := plan.Encode(p)
+					name := filepath.Join(dir, plan.FileName(p.Node))
 					if err == nil && sign != nil {
-						sigTemps[i], err = writeTemp(dir, sign(data))
+						sigTemps[i], err = writeChanged(dir, plan.SignatureFile(name), sign(data))
 					}
 					if err == nil {
-						temps[i], err = writeTemp(dir, data)
+						temps[i], err = writeChanged(dir, name, data)
 					}
 					entries[i], errs[i] = plan.IndexEntry{Node: p.Node, File: plan.FileName(p.Node), Digest: p.Digest}, err
 				}()
@@ -353,13 +382,13 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 	for i, f := range parts {
 		name := filepath.Join(dir, f.Name)
 		var err error
-		if partSigTemps[i] != "" {
-			err = os.Rename(partSigTemps[i], plan.SignatureFile(name))
+		if f.Signature != nil {
+			err = renameChanged(partSigTemps[i], plan.SignatureFile(name))
 		} else {
 			err = removeSignature(name)
 		}
 		if err == nil {
-			err = os.Rename(partTemps[i], name)
+			err = renameChanged(partTemps[i], name)
 		}
 		if err != nil {
 			dropPartTemps(i)
@@ -372,13 +401,13 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 		// The signature first: an agent that reads the new plan finds its
 		// signature already there.
 		var err error
-		if sigTemps[i] != "" {
-			err = os.Rename(sigTemps[i], plan.SignatureFile(name))
+		if sign != nil {
+			err = renameChanged(sigTemps[i], plan.SignatureFile(name))
 		} else {
 			err = removeSignature(name)
 		}
 		if err == nil {
-			err = os.Rename(temps[i], name)
+			err = renameChanged(temps[i], name)
 		}
 		if err != nil {
 			dropTemps(i)
@@ -425,9 +454,9 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 	if err != nil {
 		return removed, err
 	}
-	tmp, err := writeTemp(dir, append(data, '\n'))
+	tmp, err := writeChanged(dir, filepath.Join(dir, plan.IndexFile), append(data, '\n'))
 	if err == nil {
-		if err = os.Rename(tmp, filepath.Join(dir, plan.IndexFile)); err != nil {
+		if err = renameChanged(tmp, filepath.Join(dir, plan.IndexFile)); err != nil && tmp != "" {
 			os.Remove(tmp)
 		}
 	}
