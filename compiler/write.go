@@ -355,7 +355,7 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 					if err == nil {
 						temps[i], err = writeChanged(dir, name, data)
 					}
-					entries[i], errs[i] = plan.IndexEntry{Node: p.Node, File: plan.FileName(p.Node), Digest: p.Digest}, err
+					entries[i], errs[i] = plan.IndexEntry{Node: p.Node, File: plan.FileName(p.Node)}, err
 				}()
 			}
 		})

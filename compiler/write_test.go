@@ -29,8 +29,19 @@ func planOf(t *testing.T, node string) []byte {
 	return data
 }
 
+// index writes a format-1 index, whose entries name their files: a
+// crafted one can name any path, which readers must refuse.
 func index(entries ...plan.IndexEntry) string {
-	data, _ := json.Marshal(plan.Index{Kind: plan.IndexKind, Plans: entries})
+	type v1 struct {
+		Node   string `json:"node"`
+		File   string `json:"file"`
+		Digest string `json:"digest"`
+	}
+	list := make([]v1, len(entries))
+	for i, e := range entries {
+		list[i] = v1{e.Node, e.File, e.Digest}
+	}
+	data, _ := json.Marshal(map[string]any{"kind": plan.IndexKind, "plans": list})
 	return string(data)
 }
 

@@ -386,9 +386,11 @@ func TestValidatePlanIndexRejects(t *testing.T) {
 		mutate func(m map[string]any)
 		path   string
 	}{
-		{"digest", func(m map[string]any) { obj(m, "plans", 1)["digest"] = "sha256:ABC" }, "plans[1].digest"},
-		{"file outside the directory", func(m map[string]any) { obj(m, "plans", 0)["file"] = "../win-1.json" }, "plans[0].file"},
-		{"absolute file", func(m map[string]any) { obj(m, "plans", 0)["file"] = "/etc/win-1.json" }, "plans[0].file"},
+		{"node outside the directory", func(m map[string]any) { m["plans"].([]any)[0] = "../win-1" }, "plans[0]"},
+		{"absolute node", func(m map[string]any) { m["plans"].([]any)[0] = "/etc/win-1" }, "plans[0]"},
+		{"format-1 entry", func(m map[string]any) {
+			m["plans"].([]any)[1] = map[string]any{"node": "win-2", "file": "win-2.json", "digest": "sha256:ABC"}
+		}, "plans[1]"},
 		{"unknown field", func(m map[string]any) { m["generated"] = true }, "generated"},
 		{"formatVersion", func(m map[string]any) { m["formatVersion"] = "1.0" }, "formatVersion"},
 		{"no parts", func(m map[string]any) { delete(m, "parts") }, "parts"},
