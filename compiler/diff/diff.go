@@ -11,11 +11,8 @@ package diff
 import (
 	"bytes"
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -143,7 +140,9 @@ func Plans(base, head []*plan.NodePlan) *Result { return PlansWith(base, head, O
 // policies' source positions are relative to.
 func PlansWith(base, head []*plan.NodePlan, opt Options) *Result {
 	b, h := index(base), index(head)
-	d := &differ{opt: opt, programs: map[[2]*plan.Program]programChange{}}
+	d := &differ{opt: opt, programs: map[[2]*plan.Program]programChange{},
+		remote: map[[2]*plan.RouteTable]*routeDelta[plan.RemoteSubnetRoute]{},
+		host:   map[[2]*plan.RouteTable]*routeDelta[plan.HostRoute]{}}
 	res := &Result{Changes: []Change{}}
 	nodes := map[string]bool{}
 	for n := range b {
@@ -255,11 +254,12 @@ func (d *differ) node(b, h *plan.NodePlan) []Change {
 		out = append(out, Change{Node: n, Kind: "hostEndpoint", Name: h.HostEndpoint.Name, Action: Update,
 			Reasons: []string{ReasonHostEndpoint}, Details: d})
 	}
-	// Routes.
-	if c, ok := routes(n, b, h); ok {
+	// Routes: the change of the route tables the plans name, less the
+	// node's own routes.
+	if c, ok := d.remoteSubnetRoutes(b.Routes, h.Routes).change(n); ok {
 		out = append(out, c)
 	}
-	if c, ok := hostRoutes(n, b, h); ok {
+	if c, ok := d.hostRoutes(b.Routes, h.Routes).change(n); ok {
 		out = append(out, c)
 	}
 	// The pod endpoint template: HNS applies it when a pod is created.
@@ -384,97 +384,14 @@ func describedPolicies(b, h []plan.Policy) []Detail {
 	return out
 }
 
-func routeText(r plan.RemoteSubnetRoute) string {
-	return fmt.Sprintf("%s -> %s (PA %s, VSID %d, DR MAC %s)", r.DestinationPrefix, r.Node, r.ProviderAddress, r.IsolationId, cmp.Or(r.DistributedRouterMacAddress, "live"))
-}
-
-func hostRouteText(r plan.HostRoute) string {
-	return fmt.Sprintf("%s via %s (%s)", r.DestinationPrefix, r.NextHop, r.Node)
-}
-
-// MaxListDetails is how many added and removed routes a change lists; the
-// rest are counted (Impact has the totals).
-const MaxListDetails = 50
-
-// routes compares remote subnet routes: added and removed in place, one by
-// one, as HNS takes them.
-func routes(n string, b, h *plan.NodePlan) (Change, bool) {
-	return setChange(n, "remoteSubnetRoutes", b.RemoteSubnetRoutes(), h.RemoteSubnetRoutes(),
-		func(r plan.RemoteSubnetRoute) netip.Prefix { return r.DestinationPrefix }, routeText)
-}
-
-func hostRoutes(n string, b, h *plan.NodePlan) (Change, bool) {
-	return setChange(n, "hostRoutes", b.HostRoutes(), h.HostRoutes(),
-		func(r plan.HostRoute) netip.Prefix { return r.DestinationPrefix }, hostRouteText)
-}
-
-// setChange compares two lists of routes as sets. Routes are comparable
-// values, so the comparison formats only the routes that change, and
-// lists at most MaxListDetails of each kind.
-func setChange[R comparable](n, kind string, bl, hl []R, prefix func(R) netip.Prefix, text func(R) string) (Change, bool) {
-	bs := make(map[R]bool, len(bl))
-	for _, r := range bl {
-		bs[r] = true
-	}
-	hs := make(map[R]bool, len(hl))
-	for _, r := range hl {
-		hs[r] = true
-	}
-	var removed, added []R
-	for _, r := range bl {
-		if !hs[r] {
-			removed = append(removed, r)
-		}
-	}
-	for _, r := range hl {
-		if !bs[r] {
-			added = append(added, r)
-		}
-	}
-	if len(added)+len(removed) == 0 {
-		return Change{}, false
-	}
-	byPrefix := func(x, y R) int {
-		px, py := prefix(x), prefix(y)
-		return cmp.Or(px.Addr().Compare(py.Addr()), cmp.Compare(px.Bits(), py.Bits()))
-	}
-	slices.SortStableFunc(removed, byPrefix)
-	slices.SortStableFunc(added, byPrefix)
-	c := Change{Node: n, Kind: kind, Name: kind, Action: Update, Reasons: []string{ReasonRoutes},
-		Impact: []string{fmt.Sprintf("%d to add, %d to remove, in place", len(added), len(removed))}}
-	if len(added) > MaxListDetails || len(removed) > MaxListDetails {
-		h := sha256.New()
-		for _, list := range [][]R{removed, added} {
-			for _, r := range list {
-				fmt.Fprintf(h, "%v\n", r)
-			}
-			h.Write([]byte{0})
-		}
-		c.whole = hex.EncodeToString(h.Sum(nil))
-	}
-	for i, r := range removed {
-		if i == MaxListDetails {
-			c.Details = append(c.Details, Detail{Path: kind, Before: fmt.Sprintf("… and %d more", len(removed)-i)})
-			break
-		}
-		c.Details = append(c.Details, Detail{Path: kind, Before: text(r)})
-	}
-	for i, r := range added {
-		if i == MaxListDetails {
-			c.Details = append(c.Details, Detail{Path: kind, After: fmt.Sprintf("… and %d more", len(added)-i)})
-			break
-		}
-		c.Details = append(c.Details, Detail{Path: kind, After: text(r)})
-	}
-	return c, true
-}
-
 // differ holds what one diff computes once for all nodes: the comparison
-// of each pair of policy programs (the nodes of one compilation share
-// theirs).
+// of each pair of policy programs and of route tables (the nodes of one
+// compilation share theirs).
 type differ struct {
 	opt      Options
 	programs map[[2]*plan.Program]programChange
+	remote   map[[2]*plan.RouteTable]*routeDelta[plan.RemoteSubnetRoute]
+	host     map[[2]*plan.RouteTable]*routeDelta[plan.HostRoute]
 }
 
 type programChange struct {

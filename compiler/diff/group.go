@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -19,27 +20,24 @@ type Group struct {
 }
 
 // Groups groups the result's nodes by their changes, in the order of their
-// first node.
+// first node. It takes time linear in the changes: each node's key is a
+// digest, and the details that nodes share (a route table's change, a
+// policy program's) are digested once.
 func (r *Result) Groups() []Group {
 	var groups []Group
-	byKey := map[string]int{}
+	byKey := map[[sha256.Size]byte]int{}
 	var members [][][]Change // per group, per node, its changes
-	for _, node := range r.nodes() {
-		var cs []Change
-		for _, c := range r.Changes {
-			if c.Node == node {
-				cs = append(cs, c)
-			}
-		}
-		k := groupKey(cs)
-		i, ok := byKey[k]
+	k := keyer{memo: map[memoKey][sha256.Size]byte{}}
+	for _, cs := range r.byNode() {
+		key := k.key(cs)
+		i, ok := byKey[key]
 		if !ok {
 			i = len(groups)
-			byKey[k] = i
+			byKey[key] = i
 			groups = append(groups, Group{})
 			members = append(members, nil)
 		}
-		groups[i].Nodes = append(groups[i].Nodes, node)
+		groups[i].Nodes = append(groups[i].Nodes, cs[0].Node)
 		members[i] = append(members[i], cs)
 	}
 	for i := range groups {
@@ -48,12 +46,64 @@ func (r *Result) Groups() []Group {
 	return groups
 }
 
-// groupKey is a node's changes without what is the node's own.
-func groupKey(cs []Change) string {
-	norm := make([]Change, len(cs))
-	var whole []string
-	for i, c := range cs {
-		c.Node, c.Impact, c.Endpoints, c.Drained = "", nil, nil, nil
+// byNode splits the changes by node, in the order of each node's first.
+// Plans orders them by node, so each node's are one run.
+func (r *Result) byNode() [][]Change {
+	var out [][]Change
+	at := map[string]int{}
+	for i := 0; i < len(r.Changes); {
+		j := i + 1
+		for j < len(r.Changes) && r.Changes[j].Node == r.Changes[i].Node {
+			j++
+		}
+		run := r.Changes[i:j:j]
+		if k, ok := at[run[0].Node]; ok {
+			out[k] = append(slices.Clip(out[k]), run...) // not one run: built by hand
+		} else {
+			at[run[0].Node] = len(out)
+			out = append(out, run)
+		}
+		i = j
+	}
+	return out
+}
+
+// keyer computes group keys, digesting each shared list of details or
+// policies once.
+type keyer struct {
+	memo map[memoKey][sha256.Size]byte
+}
+
+// memoKey names a list by its first element and length: slices that share
+// them have the same contents.
+type memoKey struct {
+	detail *Detail
+	policy *PolicyChange
+	n      int
+}
+
+func (k *keyer) digest(m memoKey, v any) [sha256.Size]byte {
+	if d, ok := k.memo[m]; ok {
+		return d
+	}
+	b, _ := json.Marshal(v)
+	d := sha256.Sum256(b)
+	k.memo[m] = d
+	return d
+}
+
+// key is a node's changes without what is the node's own.
+func (k *keyer) key(cs []Change) [sha256.Size]byte {
+	h := sha256.New()
+	for _, c := range cs {
+		var details, policies [sha256.Size]byte
+		if len(c.Details) > 0 {
+			details = k.digest(memoKey{detail: &c.Details[0], n: len(c.Details)}, c.Details)
+		}
+		if len(c.Policies) > 0 {
+			policies = k.digest(memoKey{policy: &c.Policies[0], n: len(c.Policies)}, c.Policies)
+		}
+		c.Node, c.Impact, c.Endpoints, c.Drained, c.Details, c.Policies = "", nil, nil, nil, nil, nil
 		if c.Kind == "node" {
 			c.Name = ""
 		}
@@ -61,11 +111,15 @@ func groupKey(cs []Change) string {
 		for j, r := range c.Reasons {
 			c.Reasons[j], _, _ = strings.Cut(r, ":")
 		}
-		norm[i] = c
-		whole = append(whole, c.whole)
+		b, _ := json.Marshal(c)
+		h.Write(b)
+		h.Write(details[:])
+		h.Write(policies[:])
+		fmt.Fprintf(h, "%q\x00", c.whole)
 	}
-	b, _ := json.Marshal(norm)
-	return string(b) + strings.Join(whole, ",")
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
 }
 
 // merge merges the changes of the nodes of one group (each node's list has

@@ -167,6 +167,8 @@ func detailLine(c Change, d Detail) string {
 	}
 	list := d.Path == "Policies" || c.Kind == "remoteSubnetRoutes" || c.Kind == "hostRoutes"
 	switch {
+	case c.Kind == "remoteSubnetRoutes" && d.Path == c.Kind+".IsolationId":
+		return fmt.Sprintf("~ VSID %s -> %s on every route both route tables hold", d.Before, d.After)
 	case list && d.Before == "":
 		return "+ " + d.After + force
 	case list && d.After == "":
@@ -231,10 +233,15 @@ func (r *Result) Markdown() string {
 	if r.Access != nil {
 		b.WriteString(r.accessMarkdown())
 	}
-	head := b.String()
-	var sections []string
-	var sizes []int
-	for _, g := range r.Groups() {
+	out := b.String()
+	groups := r.Groups()
+	rest := 0 // the nodes of the groups not yet written
+	for _, g := range groups {
+		rest += len(g.Nodes)
+	}
+	// Sections are rendered one at a time, up to the cap: a diff of
+	// thousands of differing nodes renders only what is shown.
+	for _, g := range groups {
 		var body strings.Builder
 		tw := &textWriter{w: &body, maxDetails: markdownDetails}
 		var title []string
@@ -242,21 +249,14 @@ func (r *Result) Markdown() string {
 			tw.change(c)
 			title = append(title, fmt.Sprintf("%s %s", c.Action.Symbol(), c.Kind))
 		}
-		sections = append(sections, fmt.Sprintf("<details><summary>%s: %s</summary>\n\n```diff\n%s```\n\n</details>\n",
-			markdownNodes(g.Nodes), strings.Join(title, ", "), diffMarks(body.String())))
-		sizes = append(sizes, len(g.Nodes))
-	}
-	out := head
-	for i, sec := range sections {
-		rest := 0
-		for _, n := range sizes[i:] {
-			rest += n
-		}
+		sec := fmt.Sprintf("<details><summary>%s: %s</summary>\n\n```diff\n%s```\n\n</details>\n",
+			markdownNodes(g.Nodes), strings.Join(title, ", "), diffMarks(body.String()))
 		notice := fmt.Sprintf("\n_… %d more nodes not shown: the comment would pass %d characters. Run `hnsplan diff` locally, or with `-o json`, for the whole diff._\n", rest, MarkdownCap)
 		if len(out)+len(sec)+len(notice) > MarkdownCap {
 			return out + notice
 		}
 		out += sec
+		rest -= len(g.Nodes)
 	}
 	return out
 }
@@ -294,16 +294,6 @@ func diffMarks(text string) string {
 		}
 	}
 	return b.String()
-}
-
-func (r *Result) nodes() []string {
-	var out []string
-	for _, c := range r.Changes {
-		if len(out) == 0 || out[len(out)-1] != c.Node {
-			out = append(out, c.Node)
-		}
-	}
-	return out
 }
 
 // FormatVersion is the version of the JSON form: it changes when a field
