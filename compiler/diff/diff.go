@@ -469,7 +469,7 @@ func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
-	return fmt.Sprintf("%d %ss", n, noun)
+	return fmt.Sprintf("%s %ss", thousands(n), noun)
 }
 
 // orderOf is the evaluation order of the program's policies.

@@ -177,10 +177,10 @@ func mergedImpact(all []Change, merged Change) (impact, reasons []string) {
 		for _, c := range all {
 			total += len(c.Endpoints)
 		}
-		return []string{fmt.Sprintf("%s reprogrammed on %d nodes (each update can reset TCP connections)", plural(total, "endpoint"), n)},
+		return []string{fmt.Sprintf("%s reprogrammed on %s nodes (each update can reset TCP connections)", plural(total, "endpoint"), thousands(n))},
 			[]string{fmt.Sprintf("%s:%d endpoints", ReasonACLReprogram, total)}
 	case merged.Kind == "network" && merged.Action == Replace:
-		what := fmt.Sprintf("drain of each of the %d nodes", n)
+		what := fmt.Sprintf("drain of each of the %s nodes", thousands(n))
 		if slices.ContainsFunc(all[0].Impact, func(s string) bool { return strings.Contains(s, "--inventory") }) {
 			what += " (their pods: run with --inventory to count them)"
 		} else {
@@ -216,6 +216,9 @@ func groupTitle(nodes []string) string {
 
 // thousands writes n with thousands separators: 1,000.
 func thousands(n int) string {
+	if n < 0 {
+		return "-" + thousands(-n)
+	}
 	s := fmt.Sprint(n)
 	for i := len(s) - 3; i > 0; i -= 3 {
 		s = s[:i] + "," + s[i:]

@@ -24,7 +24,7 @@ func (r *Result) SummaryLine() string {
 			if n != 1 {
 				noun = many
 			}
-			parts = append(parts, fmt.Sprintf("%d %s %s", n, noun, verb))
+			parts = append(parts, fmt.Sprintf("%s %s %s", thousands(n), noun, verb))
 		}
 	}
 	add(s.NodesAdded, "node", "nodes", "to add")
@@ -32,7 +32,7 @@ func (r *Result) SummaryLine() string {
 	add(s.NodesRemoved, "node", "nodes", "to remove")
 	add(s.NetworksReplaced, "network", "networks", "to replace")
 	if r.Inventory {
-		parts = append(parts, fmt.Sprintf("%d endpoints to reprogram", s.EndpointsReprogrammed))
+		parts = append(parts, fmt.Sprintf("%s endpoints to reprogram", thousands(s.EndpointsReprogrammed)))
 	}
 	line := "Plan: " + strings.Join(parts, ", ") + "."
 	if r.Access != nil {
@@ -225,7 +225,7 @@ func (r *Result) Markdown() string {
 		fmt.Fprintf(&b, "> [!NOTE]\n> %s\n\n", n)
 	}
 	if s.NetworksReplaced > 0 {
-		fmt.Fprintf(&b, "> [!WARNING]\n> %d network(s) will be replaced: each replace drains its node before recreating the HNS network.\n\n", s.NetworksReplaced)
+		fmt.Fprintf(&b, "> [!WARNING]\n> %s network(s) will be replaced: each replace drains its node before recreating the HNS network.\n\n", thousands(s.NetworksReplaced))
 	}
 	if !r.HasChanges() {
 		return b.String()
@@ -251,7 +251,7 @@ func (r *Result) Markdown() string {
 		}
 		sec := fmt.Sprintf("<details><summary>%s: %s</summary>\n\n```diff\n%s```\n\n</details>\n",
 			markdownNodes(g.Nodes), strings.Join(title, ", "), diffMarks(body.String()))
-		notice := fmt.Sprintf("\n_… %d more nodes not shown: the comment would pass %d characters. Run `hnsplan diff` locally, or with `-o json`, for the whole diff._\n", rest, MarkdownCap)
+		notice := fmt.Sprintf("\n_… %s more nodes not shown: the comment would pass %d characters. Run `hnsplan diff` locally, or with `-o json`, for the whole diff._\n", thousands(rest), MarkdownCap)
 		if len(out)+len(sec)+len(notice) > MarkdownCap {
 			return out + notice
 		}

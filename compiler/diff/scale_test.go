@@ -64,9 +64,9 @@ func TestVNIChangeGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"**Plan: 1000 nodes to change, 1000 networks to replace.**",
+		"**Plan: 1,000 nodes to change, 1,000 networks to replace.**",
 		"<details><summary>the same change on 1,000 nodes: <code>win-0000</code> … <code>win-0999</code>: -/+ network, ~ remoteSubnetRoutes</summary>",
-		"drain of each of the 1000 nodes",
+		"drain of each of the 1,000 nodes",
 		"~ VSID 4096 -> 4097 on every route both route tables hold",
 	} {
 		if !strings.Contains(md, want) {
@@ -99,7 +99,7 @@ func TestMarkdownCap(t *testing.T) {
 	}
 	shown := strings.Count(md, "<details>")
 	var left int
-	if _, err := fmt.Sscanf(md[strings.LastIndex(md, "_… "):], "_… %d more nodes not shown", &left); err != nil {
+	if _, err := fmt.Sscanf(strings.ReplaceAll(md[strings.LastIndex(md, "_… "):], ",", ""), "_… %d more nodes not shown", &left); err != nil {
 		t.Fatalf("no truncation notice: %v\n%s", err, md[len(md)-300:])
 	}
 	if shown+left != n || shown < 100 {
