@@ -14,10 +14,6 @@ import (
 	"github.com/hnsplan/hnsplan/internal/synth"
 )
 
-// scale is the size issue 16 measures: 4,500 Windows and 500 Linux
-// nodes, every Linux node with a block (one pool each).
-var scale = synth.Size{Windows: 4500, Linux: 500, Pools: 500}
-
 // vniChange writes an intent of size s twice: as is, and with another
 // VNI, which replaces every network and rewrites every route.
 func vniChange(t testing.TB, s synth.Size) (base, head string) {
@@ -119,7 +115,7 @@ func BenchmarkDiff(b *testing.B) { benchDiff(b, synth.Benchmark) }
 // and 500 Linux nodes. The issue asks a diff of two such compilations to
 // take at most 2.5 times one compilation: x-compile is (both compiles,
 // one after the other, and the diff with its markdown) / one compile.
-func BenchmarkDiffScale(b *testing.B) { benchDiff(b, scale) }
+func BenchmarkDiffScale(b *testing.B) { benchDiff(b, synth.Scale) }
 
 func benchDiff(b *testing.B, s synth.Size) {
 	base, head := vniChange(b, s)
