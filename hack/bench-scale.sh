@@ -86,3 +86,25 @@ printf '  all files        %s (<= 100 MB)          %s\n' "$(mb "$all")" "$(verdi
 printf '  largest file     %s %s (<= 256 KiB)  %s\n' "$(kb "$big")" "$bigname" "$(verdict "$big <= 262144")"
 printf '  one node joins   %s written, %s existing changed (<= 3), %ss wall  %s\n' "$newplan" "$existing" "$jwall" "$(verdict "$existing <= 3")"
 printf '    changed: %s\n' "$(grep -vx "$newplan" <<<"$written" | tr '\n' ' ')"
+
+# diff of two such compiles, the head with another VNI (every network
+# replaced, every route's VSID changed), as CI runs it on a pull request:
+# both sides compiled (concurrently) and compared, markdown out.
+"$work/gen" -windows "$w" -linux "$l" "$work/base"
+"$work/gen" -windows "$w" -linux "$l" "$work/head"
+sed -i 's/vni: 4096/vni: 4097/' "$work/head/cluster.cue"
+grep -q 'vni: 4097' "$work/head/cluster.cue" || { echo "bench-scale: no vni in the synthetic intent" >&2; exit 1; }
+"$timecmd" -o "$work/time-base" -f '%e %U %S %M' "$hnsplan" compile "$work/base" -o "$work/base-out" >/dev/null
+set +e
+"$timecmd" -o "$work/time-diff" -f '%e %U %S %M' "$hnsplan" diff "$work/base" "$work/head" -o markdown >"$work/diff.md"
+rc=$?
+set -e
+[ "$rc" -le 2 ] || { echo "bench-scale: hnsplan diff exited $rc" >&2; exit 1; }
+read -r bwall _ _ _ <"$work/time-base"
+read -r dwall duser dsys drss <"$work/time-diff"
+dratio=$(awk -v a="$dwall" -v b="$bwall" 'BEGIN {printf "%.2f", a/b}')
+mdsize=$(stat -c %s "$work/diff.md")
+printf '  diff (VNI change) %ss wall, %s x one compile (%ss) (<= 2.5)  %s   [cpu %ss, peak %.0f MiB]\n' "$dwall" "$dratio" "$bwall" \
+	"$(verdict "$dratio <= 2.5")" "$(awk -v u="$duser" -v s="$dsys" 'BEGIN {printf "%.2f", u+s}')" "$(awk -v k="$drss" 'BEGIN {print k/1024}')"
+printf '  diff markdown    %s characters (cap 65,000)  %s\n' "$mdsize" "$(verdict "$mdsize <= 65000")"
+grep -m1 'the same change on' "$work/diff.md" | sed 's/^/    /' || true
