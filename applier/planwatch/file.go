@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -181,7 +183,69 @@ func (f *File) read(ctx context.Context, e *emitter, path string) (failed bool, 
 	if err != nil {
 		return true, e.reject(ctx, raw, err, fmt.Sprintf("cannot read the plan's signature: %v", err))
 	}
-	return false, e.data(ctx, raw, sig)
+	return false, e.data(ctx, raw, sig, dirParts(filepath.Dir(path)))
+}
+
+// dirParts reads a plan's parts from the plan's directory: part name's
+// file plan.PartFileName(name) directly in it, a regular file (not a
+// symlink: a part's name comes from the plan, and only files compile
+// wrote beside it are read) of at most plan.MaxPartSize bytes; a route
+// table head's signature beside it (plan.SignatureFile).
+type dirParts string
+
+func (d dirParts) path(name string) string { return filepath.Join(string(d), plan.PartFileName(name)) }
+
+func (d dirParts) where(name string) string { return d.path(name) }
+
+func (d dirParts) sigWhere(name string) string { return plan.SignatureFile(d.path(name)) }
+
+// readPart reads name, whose CheckPartName the caller has checked, so the
+// path stays in the directory.
+func (d dirParts) readPart(name string) (data, sig []byte, err error) {
+	path := d.path(name)
+	if data, err = readNoFollow(path, plan.MaxPartSize); err != nil {
+		return nil, nil, err
+	}
+	sig, err = readNoFollow(plan.SignatureFile(path), plan.MaxSignatureSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return data, nil, nil
+	}
+	if errors.Is(err, plan.ErrTooLarge) {
+		return nil, nil, fmt.Errorf("%s is larger than %d bytes: not a signature", plan.SignatureFile(path), plan.MaxSignatureSize)
+	}
+	return data, sig, err
+}
+
+// readNoFollow reads the regular file path, at most limit bytes, refusing
+// a symlink (or Windows reparse point), a device, a FIFO or a directory.
+// The file opened must be the one examined, or it was swapped in between.
+func readNoFollow(path string, limit int64) ([]byte, error) {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s)", path, st.Mode().Type())
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s: %w: %d bytes, more than %d", path, plan.ErrTooLarge, st.Size(), limit)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fst, err := f.Stat(); err != nil || !os.SameFile(st, fst) {
+		return nil, fmt.Errorf("%s was replaced while it was read: %w", path, fs.ErrNotExist)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: %w: more than %d bytes", path, plan.ErrTooLarge, limit)
+	}
+	return data, nil
 }
 
 // ReadSignatureFile reads a detached signature file, nil if there is

@@ -17,9 +17,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/internal/buildinfo"
 )
 
 // An Update is what a source delivers: a verified plan, or a rejection.
@@ -103,28 +105,43 @@ type emitter struct {
 	existed bool   // the file or ConfigMap has been seen: its absence is a removal
 	trust   *Trust // nil: plans need no signature
 	sigName string // where the signature is read from, for messages
+	parts   partCache
+	// lastPlan is the plan digest and parts key of the last plan sent.
+	lastPlan string
 }
 
 // data verifies raw's signature sig (with a Trust: who made the plan, before
-// anything in it is believed), verifies raw itself, checks its meaning
-// (plan.Validate: whoever wrote a plan, the agent applies none that is
-// hostile or nonsensical), and sends the plan or the rejection.
-func (e *emitter) data(ctx context.Context, raw, sig []byte) error {
+// anything in it is believed), verifies raw itself, reads the parts it
+// names through parts and assembles it with them (only when every part is
+// published at what the plan names: never new routes with an old plan, or
+// the reverse), checks its meaning (plan.Validate: whoever wrote a plan,
+// the agent applies none that is hostile or nonsensical), and sends the
+// plan or the rejection.
+func (e *emitter) data(ctx context.Context, raw, sig []byte, parts partReader) error {
 	signer, err := e.trust.verify(raw, sig)
 	if err != nil {
 		return e.reject(ctx, raw, err, e.signatureMsg(sig, err))
 	}
 	p, err := plan.Decode(raw, e.node)
-	if err == nil {
-		err = plan.Validate(p)
-	}
 	if err != nil {
 		return e.reject(ctx, raw, err, e.decodeMsg(raw, err))
 	}
-	if err := e.send(ctx, "plan "+p.Digest+" "+signer, Update{Plan: p, Raw: raw, Source: e.source, Signer: signer}); err != nil {
+	planKey := "plan " + p.Digest + " " + signer
+	out := e.lookParts(p, planKey, parts)
+	switch {
+	case out.unchanged:
+		return nil
+	case out.err != nil:
+		return e.reject(ctx, out.raw, out.err, out.msg)
+	}
+	if err := plan.Validate(p); err != nil {
+		return e.reject(ctx, raw, err, e.decodeMsg(raw, err))
+	}
+	key := planKey + " " + out.key
+	if err := e.send(ctx, key, Update{Plan: p, Raw: raw, Source: e.source, Signer: signer}); err != nil {
 		return err
 	}
-	e.good = true
+	e.good, e.lastPlan = true, key
 	return nil
 }
 
@@ -155,6 +172,9 @@ func (e *emitter) send(ctx context.Context, key string, u Update) error {
 	select {
 	case e.updates <- u:
 		e.last = key
+		if u.Plan == nil {
+			e.lastPlan = "" // the good plan is to be sent again
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -210,7 +230,7 @@ func (e *emitter) decodeMsg(raw []byte, err error) string {
 	case errors.Is(err, plan.ErrDigest):
 		return fmt.Sprintf("%v: plans must not be edited by hand; %s", why, fix)
 	case errors.Is(err, plan.ErrMajorVersion):
-		return fmt.Sprintf("%v: compile with an hnsplan that matches this agent, or upgrade the agent", why)
+		return fmt.Sprintf("%v: %s", why, MajorVersionFix(raw))
 	case errors.Is(err, plan.ErrNotANodePlan), errors.Is(err, plan.ErrMissingDigest):
 		return fmt.Sprintf("%v: publish a plan written by hnsplan compile", why)
 	case errors.Is(err, plan.ErrInvalid):
@@ -221,4 +241,19 @@ func (e *emitter) decodeMsg(raw []byte, err error) string {
 	// Not JSON: most often a plan caught half-written. A complete write
 	// (or an atomic rename) brings the next update.
 	return fmt.Sprintf("%v: if it is being written, the complete plan will be picked up; otherwise %s", why, fix)
+}
+
+// MajorVersionFix says what to do about a plan or part of a format major
+// this agent does not read: which hnsplan writes the format it reads.
+func MajorVersionFix(raw []byte) string {
+	var head struct{ FormatVersion string }
+	json.Unmarshal(raw, &head) // Decode already parsed it; only the version is wanted
+	m, _, _ := strings.Cut(head.FormatVersion, ".")
+	major, err := strconv.Atoi(m)
+	ours, _ := strconv.Atoi(plan.FormatVersion)
+	agent := buildinfo.Get().Version
+	if err == nil && major < ours {
+		return fmt.Sprintf("compile and publish it with hnsplan %s (this agent's release, which writes format %s), or run the agent of the hnsplan release that compiled it; the last good plan stays in force", agent, plan.FormatVersion)
+	}
+	return fmt.Sprintf("this agent (hnsplan %s) reads format %s: upgrade the agent to the hnsplan release that compiled the plan, or compile it with hnsplan %s; the last good plan stays in force", agent, plan.FormatVersion, agent)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/replace"
 	"github.com/hnsplan/hnsplan/applier/statedir"
+	"github.com/hnsplan/hnsplan/applier/planwatch"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 	"github.com/hnsplan/hnsplan/internal/buildinfo"
 	"github.com/hnsplan/hnsplan/internal/crash"
@@ -80,7 +81,9 @@ func newApplyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply --once --plan FILE [--trusted-keys FILE] [--dry-run] [--hns mem[:state.json]] [--state-dir DIR]",
 		Short: "Apply a plan file to HNS once: print the ops, apply them, print the result",
-		Long: `apply reads a plan file, verifies it (format, node, digest) and its meaning
+		Long: `apply reads a plan file, verifies it (format, node, digest), reads the shared
+parts it names from their files beside it (_routes-….json, _program-….json, as
+hnsplan compile writes them; each at the digest the plan names), checks its meaning
 (plan.Validate: network type, VNI, routes, ACLs, sizes), compares it with what
 HNS holds, and prints one line per op (+ create, ~ update, - delete, -/+ replace) with its
 reason. Unless --dry-run, it applies them — retrying transient HNS errors — and prints the
@@ -97,7 +100,8 @@ while apply or run works on it, so two agents never act on one node at once.
 
 With --trusted-keys FILE (OpenSSH ed25519 public keys, one a line) the plan must be
 signed by one of them: its signature FILE.sig (hnsplan compile --sign-key) is checked
-before anything in the plan is believed, and a plan unsigned or signed by another key
+before anything in the plan is believed, and so is its route table's (_routes-….json.sig),
+and a plan unsigned or signed by another key
 is refused (exit 1, naming the plan and the keys trusted).
 
 --hns mem is the in-memory HNS (mem:FILE keeps its state in FILE between runs, and its
@@ -119,6 +123,7 @@ so that their ACLs can be applied.`,
 			if node == "" {
 				node = hostName()
 			}
+			var trust *planwatch.Trust
 			if trustedKeys != "" {
 				ring, err := readTrustedKeys(trustedKeys)
 				if err != nil {
@@ -127,8 +132,14 @@ so that their ACLs can be applied.`,
 				if err := verifySigned(cmd.OutOrStdout(), planFile, data, ring); err != nil {
 					return err
 				}
+				trust = planwatch.NewTrust(ring)
 			}
 			p, err := plan.Decode(data, node)
+			if err == nil {
+				// The shared parts it names, beside it, as compile wrote
+				// them; with trusted keys, its route table signed too.
+				err = planwatch.AssembleFromDir(p, filepath.Dir(planFile), trust)
+			}
 			if err == nil {
 				err = plan.Validate(p) // whoever wrote it: no hostile plan is applied
 			}
