@@ -124,17 +124,13 @@ func (c *ConfigMap) Run(ctx context.Context, updates chan<- Update) error {
 		default:
 		}
 	}
-	// listErrs carries the latest list or watch error, for the report
-	// while the informers have not synced.
-	type listErr struct {
-		parts bool
-		err   error
-	}
-	listErrs := make(chan listErr, 1)
+	// planErrs and partErrs carry each informer's latest list or watch
+	// error, for the report while the informers have not synced.
+	planErrs, partErrs := make(chan error, 1), make(chan error, 1)
 	for _, i := range []struct {
-		inf   cache.SharedIndexInformer
-		parts bool
-	}{{inf, false}, {partInf, true}} {
+		inf  cache.SharedIndexInformer
+		errs chan error
+	}{{inf, planErrs}, {partInf, partErrs}} {
 		if _, err := i.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { kick() },
 			UpdateFunc: func(any, any) { kick() },
@@ -145,10 +141,10 @@ func (c *ConfigMap) Run(ctx context.Context, updates chan<- Update) error {
 		if err := i.inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
 			cache.DefaultWatchErrorHandler(ctx, r, err) // keep its logging and its quiet on routine expiries
 			select {
-			case <-listErrs:
+			case <-i.errs:
 			default:
 			}
-			listErrs <- listErr{i.parts, err}
+			i.errs <- err
 		}); err != nil {
 			return fmt.Errorf("planwatch: configmap %s: %w", key, err)
 		}
@@ -184,15 +180,23 @@ func (c *ConfigMap) Run(ctx context.Context, updates chan<- Update) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case le := <-listErrs:
-			if hasSynced() {
-				continue // the caches hold the last state seen; the watch resumes by itself
+		case err := <-planErrs:
+			if inf.HasSynced() {
+				continue // the cache holds the last state seen; the watch resumes by itself
 			}
-			msg := fmt.Sprintf("cannot list the ConfigMap: %v: the agent needs get, list and watch on configmaps named %s in namespace %s", le.err, name, ConfigMapNamespace)
-			if le.parts {
-				msg = fmt.Sprintf("cannot list the plans' part ConfigMaps (label %s): %v: the agent needs get, list and watch on configmaps in namespace %s", PartLabel, le.err, ConfigMapNamespace)
+			msg := fmt.Sprintf("cannot list the ConfigMap: %v: the agent needs get, list and watch on configmaps named %s in namespace %s", err, name, ConfigMapNamespace)
+			if err := e.reject(ctx, nil, err, msg); err != nil {
+				return err
 			}
-			if err := e.reject(ctx, nil, le.err, msg); err != nil {
+		case err := <-partErrs:
+			if partInf.HasSynced() || !inf.HasSynced() {
+				// Synced: the watch resumes by itself. The plan's
+				// ConfigMap not listed yet: its own error is the one to
+				// report first.
+				continue
+			}
+			msg := fmt.Sprintf("cannot list the plans' part ConfigMaps (label %s): %v: the agent needs get, list and watch on configmaps in namespace %s", PartLabel, err, ConfigMapNamespace)
+			if err := e.reject(ctx, nil, err, msg); err != nil {
 				return err
 			}
 		case <-synced:

@@ -146,9 +146,13 @@ func TestConfigMapFake(t *testing.T) {
 	client := fake.NewClientset()
 	// The fake has no resource versions: a change made between the
 	// informer's list and its watch would be lost. Wait for the watch.
+	// Two watches: the plan's ConfigMap and the parts'.
 	watching := make(chan struct{})
+	var watches atomic.Int32
 	client.PrependWatchReactor("configmaps", func(clienttesting.Action) (bool, watch.Interface, error) {
-		close(watching)
+		if watches.Add(1) == 2 {
+			close(watching)
+		}
 		return false, nil, nil
 	})
 	// No resync: the fake's watch does not filter by name, so a resync of

@@ -80,6 +80,9 @@ func TestFileBurstDeliversLastOnce(t *testing.T) {
 func TestFileRejects(t *testing.T) {
 	good, digest := encode(t, "win-1", 1)
 	foreign, _ := encode(t, "win-2", 1)
+	defaultRoute := encodeRoutes(t, "win-1", 1, []plan.RemoteSubnetRoute{{DestinationPrefix: netip.MustParsePrefix("0.0.0.0/0"), IsolationId: 4096, ProviderAddress: netip.MustParseAddr("10.0.0.9"), Node: "evil"}}, nil)
+	// The parts a case's plan names, published before it.
+	parts := map[string][]plan.EncodedPart{"default route": defaultRoute.parts}
 	tests := []struct {
 		name string
 		data []byte
@@ -90,14 +93,16 @@ func TestFileRejects(t *testing.T) {
 		{"empty", nil, nil, "not valid JSON (truncated?)"},
 		{"foreign node", foreign, plan.ErrForeignNode, `plan for node "win-2", this is "win-1": publish the plan compiled for "win-1" here`},
 		{"edited", bytes.Replace(good, []byte("192.168.1.0/26"), []byte("192.168.9.0/26"), 1), plan.ErrDigest, "digest does not match the content"},
-		{"major 2", bytes.Replace(good, []byte(`"formatVersion": "1.0"`), []byte(`"formatVersion": "2.0"`), 1), plan.ErrMajorVersion, `unsupported formatVersion "2.0"`},
+		{"major 1", bytes.Replace(good, []byte(`"formatVersion": "2.0"`), []byte(`"formatVersion": "1.0"`), 1), plan.ErrMajorVersion,
+			`unsupported formatVersion "1.0": this version reads 2.x; format 1 (every route and the whole policy program inside each plan) is written by hnsplan releases before the split into parts: compile and publish it with hnsplan `},
+		{"major 3", bytes.Replace(good, []byte(`"formatVersion": "2.0"`), []byte(`"formatVersion": "3.0"`), 1), plan.ErrMajorVersion,
+			`unsupported formatVersion "3.0": this version reads 2.x: this agent (hnsplan `},
 		{"not a plan", []byte(`{"kind": "ConfigMap"}`), plan.ErrNotANodePlan, "not a NodePlan"},
 		// Verified, but hostile: validated before it is delivered.
 		{"transparent", invalid(t, "win-1", func(p *plan.NodePlan) { p.Network.Type = "Transparent" }), plan.ErrInvalid,
 			`the plan's content is invalid: network.Type: "Transparent" is not a network type the agent programs (Overlay or L2Bridge): hnsplan compile never writes such a plan`},
-		{"default route", invalid(t, "win-1", func(p *plan.NodePlan) {
-			p.RemoteSubnetRoutes = []plan.RemoteSubnetRoute{{DestinationPrefix: netip.MustParsePrefix("0.0.0.0/0"), IsolationId: 4096, ProviderAddress: netip.MustParseAddr("10.0.0.9"), Node: "evil"}}
-		}), plan.ErrInvalid, "the plan's content is invalid: remoteSubnetRoutes[0].DestinationPrefix: 0.0.0.0/0 is a default route"},
+		// The default route is in a route shard: checked once assembled.
+		{"default route", defaultRoute.data, plan.ErrInvalid, "the plan's content is invalid: routeTable " + defaultRoute.table.Name + ".nodes[evil].blocks[0]: 0.0.0.0/0 is a default route"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,6 +111,9 @@ func TestFileRejects(t *testing.T) {
 			ch := start(t, f)
 			expect(t, ch, want{digest: digest})
 
+			for _, p := range parts[tt.name] {
+				publish(t, filepath.Join(filepath.Dir(f.Path), plan.PartFileName(p.Name)), p.Data)
+			}
 			publish(t, f.Path, tt.data)
 			u := expect(t, ch, want{err: tt.err, msg: "planwatch: " + f.Path + ": " + tt.msg})
 			if !bytes.Equal(u.Raw, tt.data) {

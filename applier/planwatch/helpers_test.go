@@ -1,10 +1,12 @@
 package planwatch_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -150,4 +152,78 @@ func expectQuiet(t *testing.T, ch <-chan planwatch.Update, d time.Duration) {
 		t.Fatalf("got rejection %v, want nothing", u.Err)
 	case <-time.After(d):
 	}
+}
+
+// route is a RemoteSubnetRoute to node's block 192.168.<100+i>.0/26.
+func route(node string, i int) plan.RemoteSubnetRoute {
+	return plan.RemoteSubnetRoute{
+		DestinationPrefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, byte(100 + i), 0}), 26),
+		IsolationId:       4096, ProviderAddress: netip.AddrFrom4([4]byte{10, 0, 0, byte(100 + i)}),
+		DistributedRouterMacAddress: "00-15-5D-7A-00-22", Node: node,
+	}
+}
+
+// withParts is a plan and the parts it names, as compile writes them.
+type withParts struct {
+	data   []byte
+	digest string
+	parts  []plan.EncodedPart // shards and chunks, then heads
+	table  *plan.RouteTable
+}
+
+// part returns the part called name, failing the test if there is none.
+func (w withParts) part(t testing.TB, name string) plan.EncodedPart {
+	t.Helper()
+	for _, p := range w.parts {
+		if p.Name == name {
+			return p
+		}
+	}
+	t.Fatalf("no part %s", name)
+	return plan.EncodedPart{}
+}
+
+// shards returns the route table's shards.
+func (w withParts) shards() []plan.EncodedPart {
+	var out []plan.EncodedPart
+	for _, p := range w.parts {
+		if p.Kind == plan.KindRouteShard {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// encodeRoutes returns the plan encode makes for node and gen, naming a
+// route table that holds routes (RemoteSubnet, VNI 4096: its key is the
+// same for any routes), with its parts. mutate, if set, changes the
+// plan or its table before they are encoded.
+func encodeRoutes(t testing.TB, node string, gen int, routes []plan.RemoteSubnetRoute, mutate func(*plan.NodePlan)) withParts {
+	t.Helper()
+	data, _ := encode(t, node, gen)
+	p, err := plan.Decode(data, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetRoutes(plan.RemoteSubnetTable(p.Cluster, routes))
+	if mutate != nil {
+		mutate(p)
+	}
+	parts, err := plan.EncodeParts([]*plan.NodePlan{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Heads last, as compile orders them: a reader of the whole list
+	// meets every shard before the head that names it.
+	head := func(p plan.EncodedPart) int {
+		if p.Kind == plan.KindRouteTable {
+			return 1
+		}
+		return 0
+	}
+	slices.SortStableFunc(parts, func(a, b plan.EncodedPart) int { return cmp.Compare(head(a), head(b)) })
+	if data, err = plan.Encode(p); err != nil {
+		t.Fatal(err)
+	}
+	return withParts{data: data, digest: p.Digest, parts: parts, table: p.Routes}
 }
