@@ -63,3 +63,15 @@ func TestConfigMapAPIServer(t *testing.T) {
 	// and watch is lost, so there is nothing to wait for.
 	runCMScenario(t, client, node, time.Second, nil)
 }
+
+// TestPartsAPIServer: the consistency rule over real part ConfigMaps,
+// found by the label-selected informer.
+func TestPartsAPIServer(t *testing.T) {
+	client := kubeClient(t)
+	node := uniqueNode()
+	pub := &cmPub{client: client, node: node, resync: time.Second}
+	t.Cleanup(pub.cleanup)
+	// Parts are named after their content, the cluster's name in it: a
+	// cluster of this run's own keeps them apart from other runs'.
+	runParts(t, node, node, pub, 1500*time.Millisecond, nil)
+}

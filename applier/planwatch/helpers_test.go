@@ -199,12 +199,20 @@ func (w withParts) shards() []plan.EncodedPart {
 // same for any routes), with its parts. mutate, if set, changes the
 // plan or its table before they are encoded.
 func encodeRoutes(t testing.TB, node string, gen int, routes []plan.RemoteSubnetRoute, mutate func(*plan.NodePlan)) withParts {
+	return encodeRoutesIn(t, "demo", node, gen, routes, mutate)
+}
+
+// encodeRoutesIn is encodeRoutes for a plan of cluster: parts are named
+// after their content, the cluster's name included, so tests that share
+// an apiserver use clusters of their own.
+func encodeRoutesIn(t testing.TB, cluster, node string, gen int, routes []plan.RemoteSubnetRoute, mutate func(*plan.NodePlan)) withParts {
 	t.Helper()
 	data, _ := encode(t, node, gen)
 	p, err := plan.Decode(data, node)
 	if err != nil {
 		t.Fatal(err)
 	}
+	p.Cluster = cluster
 	p.SetRoutes(plan.RemoteSubnetTable(p.Cluster, routes))
 	if mutate != nil {
 		mutate(p)
