@@ -140,9 +140,10 @@ func withVNI(p *plan.NodePlan, vni uint32) *plan.NodePlan {
 	moved.Network.Ipams = slices.Clone(p.Network.Ipams)
 	moved.Network.Ipams[0].Subnets = slices.Clone(p.Network.Ipams[0].Subnets)
 	moved.Network.Ipams[0].Subnets[0].Policies = []plan.Policy{plan.NewPolicy(plan.VSID{IsolationId: vni})}
-	moved.RemoteSubnetRoutes = slices.Clone(p.RemoteSubnetRoutes)
-	for i := range moved.RemoteSubnetRoutes {
-		moved.RemoteSubnetRoutes[i].IsolationId = vni
+	if p.Routes != nil {
+		routes := *p.Routes
+		routes.IsolationId = vni
+		moved.Routes = &routes
 	}
 	moved.Digest = "sha256:moved"
 	return &moved

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,7 +21,7 @@ import (
 // samplePlan is a small Overlay plan for node win-1.
 func samplePlan() *plan.NodePlan {
 	block := netip.MustParsePrefix("192.168.0.0/26")
-	return &plan.NodePlan{
+	p := &plan.NodePlan{
 		Kind: plan.Kind, FormatVersion: plan.FormatVersion + ".0", Node: "win-1",
 		Network: plan.Network{
 			Name: "Calico", Type: "Overlay",
@@ -32,18 +34,71 @@ func samplePlan() *plan.NodePlan {
 		},
 		HostEndpoint: plan.Endpoint{Name: "Calico_ep", IpConfigurations: []plan.IpConfig{{IpAddress: netip.MustParseAddr("192.168.0.2"), PrefixLength: 26}},
 			Flags: plan.FlagRemoteEndpoint, Policies: []plan.Policy{plan.NewPolicy(plan.ProviderAddress{ProviderAddress: netip.MustParseAddr("10.240.0.21")})}},
-		RemoteSubnetRoutes: []plan.RemoteSubnetRoute{{DestinationPrefix: netip.MustParsePrefix("192.168.0.64/26"), IsolationId: 4096,
-			ProviderAddress: netip.MustParseAddr("10.240.0.22"), Node: "win-2", DistributedRouterMacAddress: "00-15-5D-7A-00-22"}},
 		PodEndpoint: plan.PodEndpointTemplate{Gateway: netip.MustParseAddr("192.168.0.1")},
 	}
+	setRoutes(p, []plan.RemoteSubnetRoute{{DestinationPrefix: netip.MustParsePrefix("192.168.0.64/26"), IsolationId: 4096,
+		ProviderAddress: netip.MustParseAddr("10.240.0.22"), Node: "win-2", DistributedRouterMacAddress: "00-15-5D-7A-00-22"}})
+	return p
+}
+
+// setRoutes gives p a route table holding routes.
+func setRoutes(p *plan.NodePlan, routes []plan.RemoteSubnetRoute) {
+	p.SetRoutes(plan.RemoteSubnetTable(p.Cluster, routes))
+}
+
+// moveRoute moves p's first route to the next provider address, in a
+// route table of another key, so that p's digest changes too (a table
+// of the same key would change the parts, not the plan).
+func moveRoute(p *plan.NodePlan) {
+	routes := p.RemoteSubnetRoutes()
+	routes[0].ProviderAddress = routes[0].ProviderAddress.Next()
+	t := plan.RemoteSubnetTable(p.Cluster, routes)
+	key := plan.RouteKey(p.Cluster, "moved-"+routes[0].ProviderAddress.String(), t.Type, t.IsolationId, 0, nil)
+	p.SetRoutes(plan.NewRouteTable(p.Cluster, key, t.Type, t.IsolationId, t.Nodes))
+}
+
+// setVNI gives p's network and routes the VNI vni.
+func setVNI(p *plan.NodePlan, vni uint32) {
+	p.Network.Ipams[0].Subnets[0].Policies = []plan.Policy{plan.NewPolicy(plan.VSID{IsolationId: vni})}
+	routes := p.RemoteSubnetRoutes()
+	for i := range routes {
+		routes[i].IsolationId = vni
+	}
+	setRoutes(p, routes)
+}
+
+// encodeInto encodes p and writes the parts it names into dir (each file
+// replaced atomically, before the plan that names it), as compile does;
+// it returns the plan file's bytes.
+func encodeInto(t *testing.T, dir string, p *plan.NodePlan) []byte {
+	t.Helper()
+	parts, err := plan.EncodeParts([]*plan.NodePlan{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortStableFunc(parts, func(a, b plan.EncodedPart) int { // heads last
+		return cmp.Compare(boolInt(a.Kind == plan.KindRouteTable), boolInt(b.Kind == plan.KindRouteTable))
+	})
+	for _, part := range parts {
+		writeAtomic(t, filepath.Join(dir, plan.PartFileName(part.Name)), part.Data)
+	}
+	b, err := plan.Encode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func writePlan(t *testing.T, dir string) string {
 	t.Helper()
-	b, err := plan.Encode(samplePlan())
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := encodeInto(t, dir, samplePlan())
 	path := filepath.Join(dir, "win-1.json")
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
@@ -62,16 +117,20 @@ func TestApplyErrors(t *testing.T) {
 		os.WriteFile(p, []byte(s), 0o644)
 		return p
 	}
-	tampered := write("tampered.json", strings.Replace(string(data), "192.168.0.64/26", "192.168.0.128/26", 1))
+	tampered := write("tampered.json", strings.Replace(string(data), "10.240.0.21", "10.240.0.29", 1))
 	truncated := write("truncated.json", string(data[:len(data)/2]))
 	corruptState := write("corrupt-state.json", "{")
 	hostile := samplePlan()
-	hostile.RemoteSubnetRoutes[0].DestinationPrefix = netip.MustParsePrefix("192.168.0.0/24") // over the node's own block
-	hb, err := plan.Encode(hostile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	invalid := write("invalid.json", string(hb))
+	routes := hostile.RemoteSubnetRoutes()
+	routes[0].DestinationPrefix = netip.MustParsePrefix("192.168.0.0/24") // over the node's own block
+	hostileDir := t.TempDir()                                               // its route table is not the good plan's
+	setRoutes(hostile, routes)
+	invalid := filepath.Join(hostileDir, "invalid.json")
+	writeAtomic(t, invalid, encodeInto(t, hostileDir, hostile))
+	missing := samplePlan()
+	moveRoute(missing) // a table of its own, not in dir
+	missingPart := filepath.Join(dir, "missing-part.json")
+	writeAtomic(t, missingPart, encodeInto(t, t.TempDir(), missing)) // its parts are elsewhere
 	state := filepath.Join(dir, "state.json")
 
 	for _, tc := range []struct {
@@ -88,7 +147,9 @@ func TestApplyErrors(t *testing.T) {
 		{"tampered plan", []string{"apply", "--once", "--plan", tampered, "--node", "win-1", "--hns", "mem:" + state}, exitFailed, "digest"},
 		{"truncated plan", []string{"apply", "--once", "--plan", truncated, "--node", "win-1", "--hns", "mem:" + state}, exitFailed, "not valid JSON (truncated?)"},
 		{"verified but invalid plan", []string{"apply", "--once", "--plan", invalid, "--node", "win-1", "--hns", "mem:" + state}, exitFailed,
-			"plan for node win-1: the plan's content is invalid: remoteSubnetRoutes[0].DestinationPrefix: 192.168.0.0/24 overlaps the node's own block 192.168.0.0/26; the last good plan stays applied"},
+			"plan for node win-1: the plan's content is invalid: routeTable " + hostile.RouteTable.Name + ".nodes[win-2].blocks[0]: 192.168.0.0/24 overlaps the node's own block 192.168.0.0/26"},
+		{"parts not beside the plan", []string{"apply", "--once", "--plan", missingPart, "--node", "win-1", "--hns", "mem:" + state}, exitFailed,
+			"waiting for part " + missing.RouteTable.Name + " with key " + missing.RouteTable.Key + " (" + filepath.Join(dir, plan.PartFileName(missing.RouteTable.Name)) + "): not published yet"},
 		{"unknown HNS", []string{"apply", "--once", "--plan", good, "--node", "win-1", "--hns", "hyperv"}, exitUsage, `--hns "hyperv"`},
 		{"corrupt state file", []string{"apply", "--once", "--plan", good, "--node", "win-1", "--hns", "mem:" + corruptState}, exitFailed, "corrupt-state.json"},
 		{"simulate-cni with a dry run", []string{"apply", "--once", "--plan", good, "--node", "win-1", "--dry-run", "--simulate-cni"}, exitUsage, "--simulate-cni needs --hns mem, and no --dry-run"},

@@ -22,6 +22,7 @@ import (
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
 	"github.com/hnsplan/hnsplan/applier/replace"
 	"github.com/hnsplan/hnsplan/applier/statedir"
+	"github.com/hnsplan/hnsplan/applier/planwatch"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
@@ -190,6 +191,9 @@ func (w *killWorld) plan(t *testing.T, scenario string) *plan.NodePlan {
 		t.Fatal(err)
 	}
 	p, err := plan.Decode(b, killNode)
+	if err == nil {
+		err = planwatch.AssembleFromDir(p, filepath.Dir(w.plans[scenario]), nil)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestRunSignedPlans(t *testing.T) {
 	}
 	path := filepath.Join(dir, "win-1.json")
 	p := samplePlan()
-	b, _ := plan.Encode(p)
+	b := encodeInto(t, dir, p)
 	writeAtomic(t, plan.SignatureFile(path), plan.Sign(b, key))
 	writeAtomic(t, path, b)
 
@@ -54,8 +54,8 @@ func TestRunSignedPlans(t *testing.T) {
 	}
 
 	// A new plan without a signature.
-	p.RemoteSubnetRoutes[0].ProviderAddress = p.RemoteSubnetRoutes[0].ProviderAddress.Next()
-	b, _ = plan.Encode(p)
+	moveRoute(p)
+	b = encodeInto(t, filepath.Dir(path), p)
 	if err := os.Remove(plan.SignatureFile(path)); err != nil {
 		t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func TestRunKeepsLastGoodPlan(t *testing.T) {
 	p := samplePlan()
 	// A pod, which --simulate-cni networks: a replace must drain it.
 	p.Endpoints = []plan.Endpoint{{Pod: "web/a", IpConfigurations: []plan.IpConfig{{IpAddress: netip.MustParseAddr("192.168.0.5"), PrefixLength: 26}}}}
-	b, _ := plan.Encode(p)
+	b := encodeInto(t, dir, p)
 	writeAtomic(t, path, b)
 	addr := freeAddr(t)
 	var out, errOut lockedBuffer
@@ -131,8 +131,8 @@ func TestRunKeepsLastGoodPlan(t *testing.T) {
 		t.Errorf("after a bad plan: %+v; want %s still applied and the digest named", st, first.Applied)
 	}
 
-	p.RemoteSubnetRoutes[0].ProviderAddress = p.RemoteSubnetRoutes[0].ProviderAddress.Next()
-	b, _ = plan.Encode(p)
+	moveRoute(p)
+	b = encodeInto(t, filepath.Dir(path), p)
 	writeAtomic(t, path, b)
 	second := waitStatus(t, addr, "the second plan", func(s agentStatus) bool { return s.Applied == p.Digest })
 	t.Log(errOut.String())
@@ -140,8 +140,8 @@ func TestRunKeepsLastGoodPlan(t *testing.T) {
 		t.Errorf("second plan: %+v", second)
 	}
 
-	p.Network.Ipams[0].Subnets[0].Policies = []plan.Policy{plan.NewPolicy(plan.VSID{IsolationId: 5000})}
-	b, _ = plan.Encode(p)
+	setVNI(p, 5000)
+	b = encodeInto(t, dir, p)
 	writeAtomic(t, path, b)
 	st = waitStatus(t, addr, "the blocked replace", func(s agentStatus) bool { return s.Plan == p.Digest && s.State == "blocked" })
 	if st.Applied != second.Applied {

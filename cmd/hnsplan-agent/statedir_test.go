@@ -86,13 +86,9 @@ func TestApplyResumesJournal(t *testing.T) {
 	dir := t.TempDir()
 	base := samplePlan()
 	head := samplePlan()
-	head.Network.Ipams[0].Subnets[0].Policies = []plan.Policy{plan.NewPolicy(plan.VSID{IsolationId: 5000})}
-	head.RemoteSubnetRoutes[0].IsolationId = 5000
+	setVNI(head, 5000)
 	write := func(name string, p *plan.NodePlan) string {
-		b, err := plan.Encode(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := encodeInto(t, dir, p)
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
