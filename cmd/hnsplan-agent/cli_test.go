@@ -123,7 +123,7 @@ func TestApplyErrors(t *testing.T) {
 	hostile := samplePlan()
 	routes := hostile.RemoteSubnetRoutes()
 	routes[0].DestinationPrefix = netip.MustParsePrefix("192.168.0.0/24") // over the node's own block
-	hostileDir := t.TempDir()                                               // its route table is not the good plan's
+	hostileDir := t.TempDir()                                             // its route table is not the good plan's
 	setRoutes(hostile, routes)
 	invalid := filepath.Join(hostileDir, "invalid.json")
 	writeAtomic(t, invalid, encodeInto(t, hostileDir, hostile))
