@@ -99,6 +99,10 @@ func (a *Agent) takePlan(u planwatch.Update) {
 		var se *plan.SignatureError
 		switch k := a.cfg.Kube; {
 		case k == nil || errors.Is(u.Err, planwatch.ErrAbsent):
+		case errors.Is(u.Err, plan.ErrPartMissing):
+			// Plans and parts are published one after the other: a wait
+			// is normal for a moment, and says what it waits for.
+			k.Event("Normal", "PlanWaitingForParts", u.Err.Error())
 		case errors.As(u.Err, &se):
 			// Its own reason: someone may be trying to apply a plan
 			// nobody trusted signed.
