@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"net/netip"
 	"os"
@@ -72,6 +73,13 @@ func setVNI(p *plan.NodePlan, vni uint32) {
 // it returns the plan file's bytes.
 func encodeInto(t *testing.T, dir string, p *plan.NodePlan) []byte {
 	t.Helper()
+	return encodeSignedInto(t, dir, p, nil)
+}
+
+// encodeSignedInto is encodeInto, with the route table heads signed by
+// key (if not nil) as compile --sign-key signs them.
+func encodeSignedInto(t *testing.T, dir string, p *plan.NodePlan, key ed25519.PrivateKey) []byte {
+	t.Helper()
 	parts, err := plan.EncodeParts([]*plan.NodePlan{p})
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +88,11 @@ func encodeInto(t *testing.T, dir string, p *plan.NodePlan) []byte {
 		return cmp.Compare(boolInt(a.Kind == plan.KindRouteTable), boolInt(b.Kind == plan.KindRouteTable))
 	})
 	for _, part := range parts {
-		writeAtomic(t, filepath.Join(dir, plan.PartFileName(part.Name)), part.Data)
+		path := filepath.Join(dir, plan.PartFileName(part.Name))
+		if key != nil && part.Kind == plan.KindRouteTable {
+			writeAtomic(t, plan.SignatureFile(path), plan.Sign(part.Data, key))
+		}
+		writeAtomic(t, path, part.Data)
 	}
 	b, err := plan.Encode(p)
 	if err != nil {

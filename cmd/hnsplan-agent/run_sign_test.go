@@ -30,7 +30,7 @@ func TestRunSignedPlans(t *testing.T) {
 	}
 	path := filepath.Join(dir, "win-1.json")
 	p := samplePlan()
-	b := encodeInto(t, dir, p)
+	b := encodeSignedInto(t, dir, p, key)
 	writeAtomic(t, plan.SignatureFile(path), plan.Sign(b, key))
 	writeAtomic(t, path, b)
 
@@ -55,7 +55,7 @@ func TestRunSignedPlans(t *testing.T) {
 
 	// A new plan without a signature.
 	moveRoute(p)
-	b = encodeInto(t, filepath.Dir(path), p)
+	b = encodeSignedInto(t, filepath.Dir(path), p, key)
 	if err := os.Remove(plan.SignatureFile(path)); err != nil {
 		t.Fatal(err)
 	}

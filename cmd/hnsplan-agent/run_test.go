@@ -125,7 +125,7 @@ func TestRunKeepsLastGoodPlan(t *testing.T) {
 	}()
 	first := waitStatus(t, addr, "the first plan", func(s agentStatus) bool { return s.State == "converged" && s.Applied != "" })
 
-	writeAtomic(t, path, []byte(`{"kind": "NodePlan", "node": "win-1", "formatVersion": "1", "digest": "sha256:00"}`))
+	writeAtomic(t, path, []byte(`{"kind": "NodePlan", "node": "win-1", "formatVersion": "2", "digest": "sha256:00"}`))
 	st := waitStatus(t, addr, "the rejection", func(s agentStatus) bool { return s.Reject != "" })
 	if st.Applied != first.Applied || st.Plan != first.Plan || !strings.Contains(st.Reject, "digest") {
 		t.Errorf("after a bad plan: %+v; want %s still applied and the digest named", st, first.Applied)
