@@ -62,20 +62,34 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	p := samplePlan()
 	p.Node = node
 	p.Endpoints = []plan.Endpoint{{Pod: ns + "/web", IpConfigurations: []plan.IpConfig{{IpAddress: netip.MustParseAddr("192.168.0.5"), PrefixLength: 26}}}}
-	publish := func(p *plan.NodePlan) {
+	p.Cluster = node // parts are named after their content: this run's own
+	setRoutes(p, p.RemoteSubnetRoutes())
+	put := func(cm *corev1.ConfigMap) {
 		t.Helper()
-		b, err := plan.Encode(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: planwatch.ConfigMapName(node), Namespace: planwatch.ConfigMapNamespace},
-			Data: map[string]string{planwatch.ConfigMapKey: string(b)}}
 		if _, err := cs.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
 			_, err = cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
 			must(err)
 		} else {
 			must(err)
 		}
+	}
+	// publish writes the parts, then the plan, as hnsplan publish does.
+	publish := func(p *plan.NodePlan) {
+		t.Helper()
+		parts, err := plan.EncodeParts([]*plan.NodePlan{p})
+		must(err)
+		b, err := plan.Encode(p)
+		must(err)
+		for _, part := range parts {
+			put(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: part.Name, Namespace: planwatch.ConfigMapNamespace,
+				Labels: map[string]string{planwatch.PartLabel: planwatch.PartLabelValue(part.Kind)}},
+				Data: map[string]string{planwatch.PartConfigMapKey: string(part.Data)}})
+			t.Cleanup(func() {
+				cs.CoreV1().ConfigMaps(planwatch.ConfigMapNamespace).Delete(context.Background(), part.Name, metav1.DeleteOptions{})
+			})
+		}
+		put(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: planwatch.ConfigMapName(node), Namespace: planwatch.ConfigMapNamespace},
+			Data: map[string]string{planwatch.ConfigMapKey: string(b)}})
 	}
 	publish(p)
 	first := p.Digest
@@ -153,8 +167,7 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, DisruptionsAllowed: 0, CurrentHealthy: 1, DesiredHealthy: 1, ExpectedPods: 1}
 	_, err = cs.PolicyV1().PodDisruptionBudgets(ns).UpdateStatus(ctx, pdb, metav1.UpdateOptions{})
 	must(err)
-	p.Network.Ipams[0].Subnets[0].Policies = []plan.Policy{plan.NewPolicy(plan.VSID{IsolationId: 5000})}
-	p.RemoteSubnetRoutes[0].IsolationId = 5000
+	setVNI(p, 5000)
 	p.Endpoints = nil // the pod is gone
 	publish(p)
 	waitNode("the cordon", func(n *corev1.Node) bool { return n.Spec.Unschedulable })
