@@ -578,6 +578,9 @@ func ReadPlanDir(dir string) (files []File, plans []*plan.NodePlan, ok bool, err
 			return nil, nil, true, err
 		}
 		p, err := plan.Decode(data, e.Node)
+		if errors.Is(err, plan.ErrMajorVersion) {
+			return nil, nil, true, fmt.Errorf("%s: %w: compile its intent again with this hnsplan", filepath.Join(dir, e.File), err)
+		}
 		if err != nil {
 			return nil, nil, true, fmt.Errorf("%s: %w", filepath.Join(dir, e.File), err)
 		}

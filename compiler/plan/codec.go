@@ -162,7 +162,7 @@ func verify(data []byte, v digested, kind string, limit int) error {
 	}
 	if major, _, _ := strings.Cut(h.formatVersion, "."); major != FormatVersion {
 		if major == "1" {
-			return fmt.Errorf("%w %q: this version reads %s.x; format 1 (every route and the whole policy program inside each plan) is written by hnsplan releases before the split into parts: compile the intent again with the hnsplan of this agent's release, or run the agent of the release that wrote the plan", ErrMajorVersion, h.formatVersion, FormatVersion)
+			return fmt.Errorf("%w %q: this version reads %s.x; format 1 (every route and the whole policy program inside each plan) is written by hnsplan releases before the split into parts", ErrMajorVersion, h.formatVersion, FormatVersion)
 		}
 		return fmt.Errorf("%w %q: this version reads %s.x", ErrMajorVersion, h.formatVersion, FormatVersion)
 	}
