@@ -439,6 +439,9 @@ func TestPlanFormatFields(t *testing.T) {
 		if rt.Kind() != reflect.Struct || rt.PkgPath() != reflect.TypeFor[plan.NodePlan]().PkgPath() || seen[rt] {
 			return
 		}
+		if rt == reflect.TypeFor[plan.IndexEntry]() {
+			return // written as its node's name (IndexEntry.MarshalJSON)
+		}
 		seen[rt] = true
 		for i := range rt.NumField() {
 			f := rt.Field(i)
