@@ -78,8 +78,8 @@ func TestOneNodeOneRoute(t *testing.T) {
 		t.Fatalf("converged with %d routes, want %d", got, n)
 	}
 	for _, tc := range []struct {
-		name    string
-		nodes   []plan.RouteNode
+		name     string
+		nodes    []plan.RouteNode
 		requests []string // of the mutating calls, in order
 	}{
 		{"a node joins", joined, []string{"Add"}},
