@@ -202,6 +202,8 @@ type Agent struct {
 	loop  *Loop
 	slots *slotGate
 	reg   *prometheus.Registry
+	// clusters makes each pass's Cluster (passes run one at a time).
+	clusters ClusterCache
 	// ctx is Run's: the replacer's callbacks, called within a pass, use it.
 	ctx context.Context
 

@@ -131,7 +131,7 @@ func (a *Agent) Pass(ctx context.Context, retries int) Next {
 	var c *Cluster
 	if a.cfg.Kube != nil {
 		var ok bool
-		if c, ok = ClusterOf(a.cfg.Kube); !ok {
+		if c, ok = a.clusters.Of(a.cfg.Kube); !ok {
 			return Backoff // caches syncing: look again soon
 		}
 	}

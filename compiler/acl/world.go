@@ -80,7 +80,9 @@ type World struct {
 }
 
 // NewWorld indexes pods and namespaces, and gives each pod its endpoint
-// labels (a pod belongs to one World at a time). Pods without an address
+// labels, once: a Pod's fields must not change after it is first in a
+// World (the agent keeps unchanged pods' Pods from pass to pass, so that a
+// pass does not remake 50,000 label sets). Pods without an address
 // are kept out: they have no endpoint to match.
 func NewWorld(pods []*Pod, namespaces map[string]map[string]string, hostAddrs []netip.Addr) *World {
 	w := &World{Namespaces: namespaces, HostAddrs: hostAddrs,
@@ -100,6 +102,9 @@ func NewWorld(pods []*Pod, namespaces map[string]map[string]string, hostAddrs []
 			if !slices.ContainsFunc(p.Ports[:i], func(o NamedPort) bool { return o.Name == np.Name }) {
 				w.byPortName[np.Name] = append(w.byPortName[np.Name], p)
 			}
+		}
+		if p.labels != nil {
+			continue // labels already made by an earlier World: a Pod's fields do not change
 		}
 		l := make(map[string]string, len(p.Labels)+3)
 		for k, v := range p.Labels {
