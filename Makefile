@@ -107,6 +107,10 @@ demo: build
 # and a change of 100 VTEPs at 50 ms per HNS call, routes in batches beside
 # one call per route (that half sleeps over 4 minutes); it runs once, and
 # only with BENCH_SLOW=1 (make bench BENCH_SLOW=1).
+# BenchmarkFreshNodeCPU is the same fresh node at 0 latency, in agent CPU
+# seconds; BenchmarkAgentMemory is the agent of one node of a 5,000-node,
+# 50,000-pod cluster (informers, plan parts, passes) in a child process:
+# its peak RSS.
 # hack/bench-scale.sh is issue 16's compile figures on the CLI: wall time,
 # CPU time and peak RSS of `hnsplan compile` at 1,100 to 5,000 nodes, the
 # bytes written, the largest file, and how many files one joining node
@@ -119,6 +123,7 @@ bench: build
 	@if [ -n "$(BENCH_SLOW)" ]; then \
 	  $(GO) test -run '^$$' -bench FreshNodeRoutes -benchtime 1x -count 1 -timeout 30m ./applier | tee -a $(BIN)/bench.txt; \
 	else echo "BenchmarkFreshNodeRoutes (applier, over 4 minutes) skipped: make bench BENCH_SLOW=1 runs it"; fi
+	$(GO) test -run '^$$' -bench 'FreshNodeCPU|AgentMemory' -benchtime 1x -count 1 -timeout 30m ./applier | tee -a $(BIN)/bench.txt
 	@dir=$$(mktemp -d) && $(GO) run ./internal/synth/gen $$dir/intent && \
 	  t=$$(command -v /usr/bin/time || true); \
 	  for cmd in "vet --severity warning $$dir/intent" "compile $$dir/intent -o $$dir/plans"; do \
