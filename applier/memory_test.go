@@ -89,6 +89,11 @@ func BenchmarkAgentMemory(b *testing.B) {
 			b.Fatalf("memory child: %v\n%s", err, out.String())
 		}
 		r = parseMemResult(b, out.Bytes())
+		for line := range strings.SplitSeq(out.String(), "\n") {
+			if rest, ok := strings.CutPrefix(line, "SAMPLE "); ok {
+				b.Log(rest) // after the sync, then after each pass
+			}
+		}
 	}
 	const mib = 1 << 20
 	b.Logf("%+v", r)
@@ -147,6 +152,7 @@ func TestAgentMemoryChild(t *testing.T) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		heapPeak = max(heapPeak, ms.HeapInuse)
+		fmt.Printf("SAMPLE heap in use %.1f MiB, VmHWM %d KiB\n", float64(ms.HeapInuse)/(1<<20), procStatus(t, "VmHWM"))
 	}
 	_, plans, ok, err := compiler.ReadPlanDir(dir)
 	if err != nil || !ok || len(plans) != 1 {
