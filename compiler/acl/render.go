@@ -104,9 +104,9 @@ func (r *Renderer) direction(ep *Pod, ingress bool, hostAddrs []netip.Addr) ([]p
 			if ingress && !pol.Ingress || !ingress && !pol.Egress || pol.Namespace != "" && pol.Namespace != ep.Namespace {
 				continue
 			}
-			ok, err := r.matches(pol.Selector, r.world.EndpointLabels(ep))
+			ok, err := r.matches(pol.Selector, endpoint{ep})
 			if err == nil && ok && pol.NamespaceSelector != "" {
-				ok, err = r.matches(pol.NamespaceSelector, r.world.NamespaceLabels(ep.Namespace))
+				ok, err = r.matches(pol.NamespaceSelector, selector.Map(r.world.NamespaceLabels(ep.Namespace)))
 			}
 			if err != nil {
 				return nil, fmt.Errorf("policy %s: %w", pol.ID, err)
@@ -185,12 +185,12 @@ func flatten(tiers []tierRules, i int, dir string, memo map[int][]concrete) []co
 }
 
 // matches evaluates a selector over labels.
-func (r *Renderer) matches(sel string, labels map[string]string) (bool, error) {
+func (r *Renderer) matches(sel string, labels selector.Labels) (bool, error) {
 	s, err := r.selector(sel)
 	if err != nil {
 		return false, err
 	}
-	return s.Evaluate(labels), nil
+	return s.EvaluateLabels(labels), nil
 }
 
 func (r *Renderer) selector(sel string) (selector.Selector, error) {
@@ -218,13 +218,13 @@ func (r *Renderer) selects(m *plan.Match, p *Pod) (bool, error) {
 		return false, nil
 	}
 	if m.NamespaceSelector != "" {
-		ok, err := r.matches(m.NamespaceSelector, r.world.NamespaceLabels(p.Namespace))
+		ok, err := r.matches(m.NamespaceSelector, selector.Map(r.world.NamespaceLabels(p.Namespace)))
 		if err != nil || !ok {
 			return false, err
 		}
 	}
 	if m.Selector != "" {
-		return r.matches(m.Selector, r.world.EndpointLabels(p))
+		return r.matches(m.Selector, endpoint{p})
 	}
 	return true, nil
 }
@@ -257,7 +257,7 @@ func (r *Renderer) membersOf(m *plan.Match) (prefixSet, error) {
 		if m.NamespaceSelector == "" {
 			return true, nil
 		}
-		return r.matches(m.NamespaceSelector, r.world.NamespaceLabels(ns))
+		return r.matches(m.NamespaceSelector, selector.Map(r.world.NamespaceLabels(ns)))
 	}
 	var ps []netip.Prefix
 	if cands, ok := r.world.candidates(sel); ok {
@@ -272,7 +272,7 @@ func (r *Renderer) membersOf(m *plan.Match) (prefixSet, error) {
 				}
 				nsCache[p.Namespace] = ok
 			}
-			if ok && sel.Evaluate(p.labels) {
+			if ok && sel.EvaluateLabels(endpoint{p}) {
 				ps = append(ps, netip.PrefixFrom(p.IP, p.IP.BitLen()))
 			}
 		}
@@ -290,7 +290,7 @@ func (r *Renderer) membersOf(m *plan.Match) (prefixSet, error) {
 				continue
 			}
 			for _, p := range r.world.byNamespace[ns] {
-				if m.Selector == "" || sel.Evaluate(p.labels) {
+				if m.Selector == "" || sel.EvaluateLabels(endpoint{p}) {
 					ps = append(ps, netip.PrefixFrom(p.IP, p.IP.BitLen()))
 				}
 			}
@@ -399,7 +399,7 @@ func (r *Renderer) concretize(rule *plan.PolicyRule, ep *Pod, ingress bool) ([]c
 		return nil, err
 	}
 	if local.NotSelector != "" {
-		if ok, err := r.matches(local.NotSelector, r.world.EndpointLabels(ep)); err != nil || ok {
+		if ok, err := r.matches(local.NotSelector, endpoint{ep}); err != nil || ok {
 			return nil, err
 		}
 	}

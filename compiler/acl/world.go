@@ -40,7 +40,9 @@ import (
 	"github.com/hnsplan/hnsplan/compiler/selector"
 )
 
-// Pod is a pod endpoint as the renderer sees it.
+// Pod is a pod endpoint as the renderer sees it. A Pod's fields must not
+// change once it is in a World: the agent keeps an unchanged pod's Pod
+// from one pass to the next, and a World indexes it.
 type Pod struct {
 	Namespace, Name string
 	IP              netip.Addr
@@ -49,11 +51,80 @@ type Pod struct {
 	// Ports are the pod's container ports, for named ports.
 	Ports []NamedPort
 
-	labels map[string]string // endpoint labels, set by NewWorld
+	labels map[string]string // endpoint labels as a map, for EndpointLabels
 }
 
 // Key is "namespace/name".
 func (p *Pod) Key() string { return p.Namespace + "/" + p.Name }
+
+// comparePods orders pods as their Keys compare, without making the keys.
+func comparePods(a, b *Pod) int {
+	if a.Namespace == b.Namespace {
+		return strings.Compare(a.Name, b.Name)
+	}
+	// The keys differ first within the shorter namespace, or where it
+	// ends: there the other key goes on with its namespace, this one
+	// with '/'.
+	n := min(len(a.Namespace), len(b.Namespace))
+	if c := strings.Compare(a.Namespace[:n], b.Namespace[:n]); c != 0 {
+		return c
+	}
+	var c int
+	if len(a.Namespace) < len(b.Namespace) {
+		c = cmpByte('/', b.Namespace[n])
+	} else {
+		c = cmpByte(a.Namespace[n], '/')
+	}
+	if c == 0 { // a namespace with a '/' in it (not Kubernetes'): compare the keys
+		return strings.Compare(a.Key(), b.Key())
+	}
+	return c
+}
+
+func cmpByte(a, b byte) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// endpoint is the labels selectors see on a pod (EndpointLabels) without
+// making them: the pod's own, then projectcalico.org/namespace,
+// /orchestrator and /serviceaccount over them. 50,000 pods would
+// otherwise carry 50,000 label maps.
+type endpoint struct{ p *Pod }
+
+func (e endpoint) Get(key string) (string, bool) {
+	switch key {
+	case plan.LabelNamespace:
+		return e.p.Namespace, true
+	case plan.LabelOrchestrator:
+		return "k8s", true
+	case plan.LabelServiceAccount:
+		if e.p.ServiceAccount != "" {
+			return e.p.ServiceAccount, true
+		}
+	}
+	v, ok := e.p.Labels[key]
+	return v, ok
+}
+
+// endpointMap is e's labels as a map.
+func (e endpoint) endpointMap() map[string]string {
+	l := make(map[string]string, len(e.p.Labels)+3)
+	for k, v := range e.p.Labels {
+		l[k] = v
+	}
+	l[plan.LabelNamespace] = e.p.Namespace
+	l[plan.LabelOrchestrator] = "k8s"
+	if e.p.ServiceAccount != "" {
+		l[plan.LabelServiceAccount] = e.p.ServiceAccount
+	}
+	return l
+}
 
 // NamedPort is a container port.
 type NamedPort struct {
@@ -63,59 +134,62 @@ type NamedPort struct {
 }
 
 // World is what the renderer knows of the cluster: its pods and the labels
-// of its namespaces.
+// of its namespaces. It is safe for concurrent use.
 type World struct {
 	Pods       []*Pod
 	Namespaces map[string]map[string]string
 	// HostAddrs are the node's own addresses (allow-host-to-endpoint).
 	HostAddrs []netip.Addr
 
-	nsLabels    map[string]map[string]string
-	byNamespace map[string][]*Pod // pods of each namespace, in key order
-	byPortName  map[string][]*Pod // pods with a container port of each name
+	nsLabels       map[string]map[string]string
+	byNamespace    map[string][]*Pod // pods of each namespace, in key order
+	byPortName     map[string][]*Pod // pods with a container port of each name
+	namespaceNames []string          // every namespace with pods, sorted
 
-	indexOnce      sync.Once
-	byLabel        map[string]map[string][]*Pod // pods by endpoint label key and value
-	namespaceNames []string                     // every namespace with pods, sorted
+	labelsOnce sync.Once // EndpointLabels' maps
+
+	mu sync.Mutex
+	// byLabel indexes pods by the value of a label key, for the keys
+	// selectors have required so far (candidates): an index of every
+	// key would hold a pointer per pod and label.
+	byLabel map[string]map[string][]*Pod
 }
 
-// NewWorld indexes pods and namespaces, and gives each pod its endpoint
-// labels, once: a Pod's fields must not change after it is first in a
-// World (the agent keeps unchanged pods' Pods from pass to pass, so that a
-// pass does not remake 50,000 label sets). Pods without an address
-// are kept out: they have no endpoint to match.
+// NewWorld indexes pods and namespaces. Pods without an address are kept
+// out: they have no endpoint to match. It keeps nothing per pod but the
+// indexes' pointers, so that a World of 50,000 pods is cheap to make.
 func NewWorld(pods []*Pod, namespaces map[string]map[string]string, hostAddrs []netip.Addr) *World {
 	w := &World{Namespaces: namespaces, HostAddrs: hostAddrs,
-		nsLabels: map[string]map[string]string{}, byNamespace: map[string][]*Pod{}, byPortName: map[string][]*Pod{}}
+		nsLabels: map[string]map[string]string{}, byNamespace: map[string][]*Pod{}, byPortName: map[string][]*Pod{},
+		byLabel: map[string]map[string][]*Pod{}}
+	w.Pods = make([]*Pod, 0, len(pods))
 	for _, p := range pods {
 		if p.IP.IsValid() {
 			w.Pods = append(w.Pods, p)
 		}
 	}
-	sortByKey(w.Pods)
-	for _, p := range w.Pods {
-		if _, ok := w.byNamespace[p.Namespace]; !ok {
-			w.namespaceNames = append(w.namespaceNames, p.Namespace)
+	slices.SortFunc(w.Pods, comparePods)
+	for i, p := range w.Pods {
+		if i == 0 || p.Namespace != w.Pods[i-1].Namespace {
+			// Pods in key order hold each namespace's pods together
+			// (unless a namespace has a '/' in it): a run of w.Pods,
+			// capped so that an append copies.
+			j := i + 1
+			for j < len(w.Pods) && w.Pods[j].Namespace == p.Namespace {
+				j++
+			}
+			if run, ok := w.byNamespace[p.Namespace]; ok {
+				w.byNamespace[p.Namespace] = append(run, w.Pods[i:j]...)
+			} else {
+				w.namespaceNames = append(w.namespaceNames, p.Namespace)
+				w.byNamespace[p.Namespace] = w.Pods[i:j:j]
+			}
 		}
-		w.byNamespace[p.Namespace] = append(w.byNamespace[p.Namespace], p)
 		for i, np := range p.Ports {
 			if !slices.ContainsFunc(p.Ports[:i], func(o NamedPort) bool { return o.Name == np.Name }) {
 				w.byPortName[np.Name] = append(w.byPortName[np.Name], p)
 			}
 		}
-		if p.labels != nil {
-			continue // labels already made by an earlier World: a Pod's fields do not change
-		}
-		l := make(map[string]string, len(p.Labels)+3)
-		for k, v := range p.Labels {
-			l[k] = v
-		}
-		l[plan.LabelNamespace] = p.Namespace
-		l[plan.LabelOrchestrator] = "k8s"
-		if p.ServiceAccount != "" {
-			l[plan.LabelServiceAccount] = p.ServiceAccount
-		}
-		p.labels = l
 	}
 	for ns, labels := range namespaces {
 		w.nsLabels[ns] = namespaceLabels(ns, labels)
@@ -135,9 +209,21 @@ func namespaceLabels(ns string, labels map[string]string) map[string]string {
 	return l
 }
 
-// EndpointLabels returns the labels selectors see on p: its own plus
-// projectcalico.org/namespace, /orchestrator and /serviceaccount.
-func (w *World) EndpointLabels(p *Pod) map[string]string { return p.labels }
+// EndpointLabels returns the labels selectors see on p, one of the
+// World's pods: its own plus projectcalico.org/namespace, /orchestrator
+// and /serviceaccount. The maps are made on the first call, for every
+// pod of the World that has none yet, and must not be modified; the
+// renderer itself never needs them.
+func (w *World) EndpointLabels(p *Pod) map[string]string {
+	w.labelsOnce.Do(func() {
+		for _, q := range w.Pods {
+			if q.labels == nil {
+				q.labels = endpoint{q}.endpointMap()
+			}
+		}
+	})
+	return p.labels
+}
 
 // NamespaceLabels returns the labels namespace selectors see on ns: its
 // own plus projectcalico.org/name and kubernetes.io/metadata.name.
@@ -158,51 +244,37 @@ func (w *World) Selected(sel selector.Selector) []*Pod {
 	}
 	var out []*Pod
 	for _, p := range pods {
-		if sel.Evaluate(p.labels) {
+		if sel.EvaluateLabels(endpoint{p}) {
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
-// sortByKey sorts pods by Key, computing each key once.
-func sortByKey(pods []*Pod) {
-	type keyed struct {
-		key string
-		pod *Pod
-	}
-	ks := make([]keyed, len(pods))
-	for i, p := range pods {
-		ks[i] = keyed{p.Key(), p}
-	}
-	slices.SortFunc(ks, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
-	for i := range ks {
-		pods[i] = ks[i].pod
-	}
-}
-
-// candidates returns the pods that carry every label value the selector
-// requires (selector.RequiredEquals), from an index built on first use:
-// the shortest posting list. ok is false when the selector requires none.
+// candidates returns the pods, in key order, that carry every label
+// value the selector requires (selector.RequiredEquals): the shortest
+// posting list of an index of the required keys, each made on first
+// use. ok is false when the selector requires none.
 func (w *World) candidates(sel selector.Selector) (pods []*Pod, ok bool) {
 	req := sel.RequiredEquals()
 	if len(req) == 0 {
 		return nil, false
 	}
-	w.indexOnce.Do(func() {
-		w.byLabel = map[string]map[string][]*Pod{}
-		for _, p := range w.Pods {
-			for k, v := range p.labels {
-				if w.byLabel[k] == nil {
-					w.byLabel[k] = map[string][]*Pod{}
-				}
-				w.byLabel[k][v] = append(w.byLabel[k][v], p)
-			}
-		}
-	})
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	first := true
 	for k, v := range req {
-		list := w.byLabel[k][v]
+		idx, ok := w.byLabel[k]
+		if !ok {
+			idx = map[string][]*Pod{}
+			for _, p := range w.Pods {
+				if v, ok := (endpoint{p}).Get(k); ok {
+					idx[v] = append(idx[v], p)
+				}
+			}
+			w.byLabel[k] = idx
+		}
+		list := idx[v]
 		if first || len(list) < len(pods) {
 			pods, first = list, false
 		}
