@@ -9,6 +9,7 @@ import (
 
 	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/compiler/acl"
+	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
 // Caches are the cluster's informer caches as the reconciler reads them;
@@ -36,27 +37,30 @@ type Caches interface {
 func ClusterOf(k Caches) (c *Cluster, ok bool) { return new(ClusterCache).Of(k) }
 
 // ClusterCache makes the Clusters of successive passes, keeping each
-// unchanged pod's *acl.Pod (and the endpoint labels the renderer gives
-// it) from one pass to the next: in a 50,000-pod cluster a pass would
-// otherwise remake 50,000 pods, label sets and keys. The zero value is
-// ready; it is not safe for concurrent use, and a Cluster it made shares
-// PodNodes with the next one (passes run one at a time and keep no
-// Cluster).
+// unchanged pod's *acl.Pod from one pass to the next, and the acl.World
+// and renderer made of them while no pod and no namespace changed: in a
+// 50,000-pod cluster a pass would otherwise remake 50,000 pods and the
+// World's indexes. The zero value is ready; it is not safe for
+// concurrent use, and a Cluster it made shares PodNodes with the next
+// one (passes run one at a time and keep no Cluster).
 type ClusterCache struct {
-	pods     map[podID]*cachedPod
+	pods     map[podID]cachedPod
 	podNodes map[string]string
 	gen      uint64
+	// The World of the last Cluster, its namespaces, and the renderer
+	// last made over it (for program prog).
+	world      *acl.World
+	namespaces map[string]map[string]string
+	prog       *plan.Program
+	renderer   *acl.Renderer
 }
 
 type podID struct{ namespace, name string }
 
 type cachedPod struct {
-	// src is what pod was made from; its maps and slices, and pod's
-	// Labels, are the informer cache's (kube.Client.EachPod: never
-	// modified, shared between pods) or Pods' copies.
-	src kube.Pod
-	pod *acl.Pod
-	gen uint64 // the last pass that saw it
+	pod  *acl.Pod
+	node string
+	gen  uint64 // the last pass that saw it
 }
 
 // eachPod is a cache's pods without copies where it can (kube.Client's
@@ -71,10 +75,23 @@ func eachPod(k Caches, f func(kube.Pod)) {
 	}
 }
 
-// samePod says a and b make the same acl.Pod on the same node.
-func samePod(a, b kube.Pod) bool {
-	return a.Node == b.Node && a.ServiceAccount == b.ServiceAccount && a.HostNetwork == b.HostNetwork &&
-		slices.Equal(a.IPs, b.IPs) && slices.Equal(a.Ports, b.Ports) && maps.Equal(a.Labels, b.Labels)
+// samePod says p, on node, makes the same acl.Pod as pod (aclPod),
+// without making one.
+func samePod(pod *acl.Pod, node string, p kube.Pod) bool {
+	if node != p.Node || pod.IP != podIP(p) || pod.ServiceAccount != cmp.Or(p.ServiceAccount, "default") || !maps.Equal(pod.Labels, p.Labels) {
+		return false
+	}
+	i := 0
+	for _, port := range p.Ports {
+		if port.Name == "" {
+			continue
+		}
+		if i == len(pod.Ports) || pod.Ports[i] != namedPort(port) {
+			return false
+		}
+		i++
+	}
+	return i == len(pod.Ports)
 }
 
 // Of is ClusterOf, keeping what it can from the cache's last Cluster.
@@ -83,11 +100,13 @@ func (cc *ClusterCache) Of(k Caches) (c *Cluster, ok bool) {
 		return nil, false
 	}
 	if cc.pods == nil {
-		cc.pods, cc.podNodes = map[podID]*cachedPod{}, map[string]string{}
+		cc.pods, cc.podNodes = map[podID]cachedPod{}, map[string]string{}
 	}
 	cc.gen++
-	c = &Cluster{PodNodes: cc.podNodes, Namespaces: map[string]map[string]string{}, TunnelMACs: k.TunnelMACs()}
+	c = &Cluster{PodNodes: cc.podNodes, Namespaces: map[string]map[string]string{}, TunnelMACs: k.TunnelMACs(), cache: cc}
 	self := k.NodeName()
+	changed := false
+	c.Pods = make([]*acl.Pod, 0, len(cc.pods))
 	eachPod(k, func(p kube.Pod) {
 		if p.Competes(self) { // host-network pods: before the skip below
 			c.Competitors = append(c.Competitors, Competing{What: p.Competitor, Pod: p.Key()})
@@ -96,25 +115,31 @@ func (cc *ClusterCache) Of(k Caches) (c *Cluster, ok bool) {
 			return
 		}
 		id := podID{p.Namespace, p.Name}
-		e := cc.pods[id]
-		if e == nil || !samePod(e.src, p) {
-			e = &cachedPod{src: p, pod: aclPod(p)}
-			cc.pods[id] = e
+		e, ok := cc.pods[id]
+		if !ok || !samePod(e.pod, e.node, p) {
+			e = cachedPod{pod: aclPod(p), node: p.Node}
 			cc.podNodes[e.pod.Key()] = p.Node
+			changed = true
 		}
 		e.gen = cc.gen
+		cc.pods[id] = e
 		c.Pods = append(c.Pods, e.pod)
 	})
 	for id, e := range cc.pods {
 		if e.gen != cc.gen { // gone, or now without an address
 			delete(cc.pods, id)
 			delete(cc.podNodes, e.pod.Key())
+			changed = true
 		}
 	}
-	slices.SortFunc(c.Competitors, func(a, b Competing) int { return strings.Compare(a.Pod, b.Pod) })
 	for _, ns := range k.Namespaces() {
 		c.Namespaces[ns.Name] = ns.Labels
 	}
+	if changed || cc.world == nil || !maps.EqualFunc(c.Namespaces, cc.namespaces, maps.Equal) {
+		cc.world, cc.namespaces, cc.prog, cc.renderer = acl.NewWorld(c.Pods, c.Namespaces, nil), c.Namespaces, nil, nil
+	}
+	c.world = cc.world
+	slices.SortFunc(c.Competitors, func(a, b Competing) int { return strings.Compare(a.Pod, b.Pod) })
 	c.Blocks, c.NodeAddrs = map[string][]netip.Prefix{}, map[string]netip.Addr{}
 	for _, n := range k.Nodes() {
 		for _, a := range n.Addresses {
@@ -136,19 +161,47 @@ func (cc *ClusterCache) Of(k Caches) (c *Cluster, ok bool) {
 // protocolNumber is a container port's protocol as IANA numbers it.
 var protocolNumber = map[string]int{"TCP": 6, "UDP": 17, "SCTP": 132}
 
-// aclPod is p as the ACL renderer knows it, sharing p's labels.
+// aclPod is p (which has an address) as the ACL renderer knows it,
+// sharing p's labels.
 func aclPod(p kube.Pod) *acl.Pod {
-	pod := &acl.Pod{Namespace: p.Namespace, Name: p.Name, IP: p.IPs[0], Labels: p.Labels, ServiceAccount: cmp.Or(p.ServiceAccount, "default")}
-	for _, ip := range p.IPs {
-		if ip.Is4() {
-			pod.IP = ip // Windows pods are IPv4 (the plan's block)
-			break
-		}
-	}
+	pod := &acl.Pod{Namespace: p.Namespace, Name: p.Name, IP: podIP(p), Labels: p.Labels, ServiceAccount: cmp.Or(p.ServiceAccount, "default")}
 	for _, port := range p.Ports {
 		if port.Name != "" {
-			pod.Ports = append(pod.Ports, acl.NamedPort{Name: port.Name, Protocol: protocolNumber[cmp.Or(port.Protocol, "TCP")], Port: uint16(port.Port)})
+			pod.Ports = append(pod.Ports, namedPort(port))
 		}
 	}
 	return pod
+}
+
+// podIP is the address of p (which has one) the renderer knows: its
+// first IPv4 (Windows pods are IPv4, the plan's block), else its first.
+func podIP(p kube.Pod) netip.Addr {
+	for _, ip := range p.IPs {
+		if ip.Is4() {
+			return ip
+		}
+	}
+	return p.IPs[0]
+}
+
+func namedPort(port kube.Port) acl.NamedPort {
+	return acl.NamedPort{Name: port.Name, Protocol: protocolNumber[cmp.Or(port.Protocol, "TCP")], Port: uint16(port.Port)}
+}
+
+// renderer returns a renderer of prog over c's pods: the one c's
+// ClusterCache made for the same World and program, if any (its caches
+// of selector matches stay valid while neither changes).
+func (c *Cluster) renderer(prog *plan.Program) *acl.Renderer {
+	world := c.world
+	if world == nil {
+		world = acl.NewWorld(c.Pods, c.Namespaces, nil)
+	}
+	cc := c.cache
+	if cc == nil || cc.world != world {
+		return acl.NewRenderer(prog, world)
+	}
+	if cc.renderer == nil || cc.prog != prog {
+		cc.prog, cc.renderer = prog, acl.NewRenderer(prog, world)
+	}
+	return cc.renderer
 }

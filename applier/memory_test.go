@@ -184,6 +184,22 @@ func TestAgentMemoryChild(t *testing.T) {
 	runtime.ReadMemStats(&msSync)
 	r.SyncHeapInuse = msSync.HeapInuse
 
+	// HNSPLAN_AGENT_MEMORY_PROFILE=dir: allocation profiles after the
+	// sync, after each fresh pass and around the steady passes (compare
+	// two with pprof -base).
+	profile := func(name string) {
+		if d := os.Getenv("HNSPLAN_AGENT_MEMORY_PROFILE"); d != "" {
+			f, err := os.Create(filepath.Join(d, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	profile("sync.pprof")
 	h := hnsmem.New()
 	rec := &applier.Reconciler{HNS: h}
 	rec.SetPlan(p)
@@ -204,7 +220,8 @@ func TestAgentMemoryChild(t *testing.T) {
 	cpu0 := cpuTime(t)
 	pass() // network, routes, host endpoint
 	fresh := cpuTime(t) - cpu0
-	c, _ := applier.ClusterOf(k)
+	profile("routes.pprof")
+	c, _ := clusters.Of(k) // as the next pass will: no second copy of the pods
 	if n := cni(t, h, p, c); n != memNodePods {
 		t.Fatalf("%d pods on win-1, want %d", n, memNodePods)
 	}
@@ -214,22 +231,11 @@ func TestAgentMemoryChild(t *testing.T) {
 		t.Fatalf("%+v, want %d ACL lists", st, memNodePods)
 	}
 	r.FreshCPUMillis = (fresh + cpuTime(t) - cpu0).Milliseconds()
+	profile("acls.pprof")
 	if got := len(heldRoutes(t, h, p)); got != r.Routes || got != memNodes {
 		t.Fatalf("HNS holds %d routes, the plan %d, want %d", got, r.Routes, memNodes)
 	}
 	h.ResetCalls()
-	profile := func(name string) { // HNSPLAN_AGENT_MEMORY_PROFILE=dir: heap profiles around the steady passes
-		if d := os.Getenv("HNSPLAN_AGENT_MEMORY_PROFILE"); d != "" {
-			f, err := os.Create(filepath.Join(d, name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	profile("before.pprof")
 	defer profile("after.pprof")
 	r.SteadyPasses = 5

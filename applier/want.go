@@ -38,6 +38,17 @@ type Cluster struct {
 	// (kube.Pod.Competes): while the plan does not share the node with
 	// one (competing), a pass writes nothing (state conflict).
 	Competitors []Competing
+
+	// world is Pods and Namespaces as the renderer knows them, when a
+	// ClusterCache (cache) made the Cluster: nil, WantOf makes one.
+	world *acl.World
+	cache *ClusterCache
+}
+
+// nodeOf is the node of pod, from PodNodes, without making its key.
+func (c *Cluster) nodeOf(pod *acl.Pod, buf *[]byte) string {
+	*buf = append(append(append((*buf)[:0], pod.Namespace...), '/'), pod.Name...)
+	return c.PodNodes[string(*buf)]
 }
 
 // Competing is a competing dataplane's pod on this node.
@@ -68,10 +79,11 @@ func WantOf(p *plan.NodePlan, c *Cluster) (want *hns.Want, pending []string, err
 	if p.Program == nil {
 		return want, pending, nil // no policy: HNS's default, nothing to program
 	}
-	r := acl.NewRenderer(p.Program, acl.NewWorld(c.Pods, c.Namespaces, nil))
+	r := c.renderer(p.Program)
 	hosts := hostAddrs(p, c.NodeAddr)
+	var key []byte
 	for _, pod := range c.Pods {
-		if c.PodNodes[pod.Key()] != p.Node || !pod.IP.IsValid() || !inSubnets(want, pod.IP) {
+		if c.nodeOf(pod, &key) != p.Node || !pod.IP.IsValid() || !inSubnets(want, pod.IP) {
 			continue
 		}
 		in, out, err := r.RenderOn(pod, hosts)
