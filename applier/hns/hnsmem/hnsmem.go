@@ -308,7 +308,7 @@ func (m *HNS) partialBatch(op hns.Op, injected error) error {
 // transact runs f on a copy of the state and keeps the copy if f and the
 // save (with Open) succeed. The caller holds m.mu.
 func (m *HNS) transact(f func(*txn) error) error {
-	t := &txn{st: cloneState(&m.st), seq: m.seq, cfg: &m.cfg}
+	t := &txn{st: copyState(&m.st, true), seq: m.seq, cfg: &m.cfg}
 	if err := f(t); err != nil {
 		return err
 	}

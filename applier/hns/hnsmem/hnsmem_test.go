@@ -641,6 +641,31 @@ func TestSnapshotIsACopy(t *testing.T) {
 	}
 }
 
+// TestFailedRouteCallKeepsRoutes: a transaction shares the network's
+// routes with the state until it changes them; a call that removes
+// routes and then fails (a Replace whose new route HNS refuses), or adds
+// some and then fails, leaves every route where it was.
+func TestFailedRouteCallKeepsRoutes(t *testing.T) {
+	m := node(t)
+	apply(t, m, addRoute(route("10.244.3.0/26", "10.0.0.6")), addRoute(route("10.244.4.0/26", "10.0.0.7")))
+	before := m.String()
+	bad := route("10.244.2.0/26", "10.0.0.5")
+	bad.VNI = 0x10000 // does not fit hcsshim's uint16
+	if err := m.Apply(context.Background(), hns.Op{Action: hns.Replace, Kind: hns.KindRoute, Name: bad.Prefix.String(), Network: net1, RouteSpec: bad}); err == nil {
+		t.Fatal("a route with VNI 0x10000 was accepted")
+	}
+	if diff := cmp.Diff(before, m.String()); diff != "" {
+		t.Errorf("a failed Replace changed the state (-before +after):\n%s", diff)
+	}
+	if err := m.Apply(context.Background(), hns.Op{Action: hns.Create, Kind: hns.KindRoute, Network: net1,
+		Routes: []hns.RemoteRoute{*route("10.244.5.0/26", "10.0.0.8"), *bad}}); err == nil {
+		t.Fatal("a batch with a route of VNI 0x10000 was accepted")
+	}
+	if diff := cmp.Diff(before, m.String()); diff != "" {
+		t.Errorf("a failed batch changed the state (-before +after):\n%s", diff)
+	}
+}
+
 // TestOpen: the state survives a restart; IDs keep counting.
 func TestOpen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hns.json")

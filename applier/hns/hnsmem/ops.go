@@ -16,6 +16,21 @@ type txn struct {
 	st  *hns.State
 	seq uint64
 	cfg *config
+	// owned are the networks whose RemoteRoutes the transaction has
+	// copied (copyState shares them with the committed state).
+	owned map[string]bool
+}
+
+// ownRoutes gives n (network name) RemoteRoutes of the transaction's
+// own, before they are changed in place.
+func (t *txn) ownRoutes(n *hns.Network, name string) {
+	if t.owned[name] {
+		return
+	}
+	if t.owned == nil {
+		t.owned = map[string]bool{}
+	}
+	n.RemoteRoutes, t.owned[name] = slices.Clone(n.RemoteRoutes), true
 }
 
 // newID returns a GUID-shaped ID, deterministic: the first group says

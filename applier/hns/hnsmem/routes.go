@@ -115,6 +115,7 @@ func (t *txn) addRoute(call, network string, r hns.RemoteRoute) error {
 			return herr(call, hns.CodePolicyAlreadyExists, "network %q already has a RemoteSubnetRoute to %s (via %s)", network, r.Prefix, h.ProviderAddress)
 		}
 	}
+	t.ownRoutes(n, network)
 	n.RemoteRoutes = append(n.RemoteRoutes, r)
 	return nil
 }
@@ -129,6 +130,7 @@ func (t *txn) removeRoute(network string, r *hns.RemoteRoute, name string) error
 	if n == nil {
 		return nil
 	}
+	t.ownRoutes(n, network)
 	n.RemoteRoutes = slices.DeleteFunc(n.RemoteRoutes, func(h hns.RemoteRoute) bool {
 		if r != nil {
 			return h == *r
