@@ -32,7 +32,7 @@ const serviceName = "hnsplan-agent"
 // runFlags are the service's settings (`run`, and what `install` passes).
 type runFlags struct {
 	node, planFile, planSource, kubeconfig, hns, listen, stateDir string
-	trustedKeys, memQuirks                                        string
+	trustedKeys, memQuirks, memoryLimit                           string
 	resync, drainTimeout, gcGrace                                 time.Duration
 	untilConverged, simulateCNI, trustedKeysCM                    bool
 
@@ -49,6 +49,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:9180", "address of /healthz, /readyz, /metrics and /status")
 	fl.StringVar(&f.stateDir, "state-dir", "", stateDirHelp)
 	fl.StringVar(&f.memQuirks, "mem-quirks", "", memQuirksHelp)
+	fl.StringVar(&f.memoryLimit, "memory-limit", defaultMemoryLimit, "the Go runtime's soft memory limit, such as 224Mi (0: none; GOMEMLIMIT, if set, wins): the GC works harder near it")
 	fl.DurationVar(&f.resync, "resync", 5*time.Minute, "period of passes that catch drift nobody announced")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "how long a replace waits for the node's pods to leave before it reports blocked (and retries)")
 	fl.DurationVar(&f.gcGrace, "gc-grace", 10*time.Minute, "how long a pod endpoint no pod explains is left before it is removed (needs a cluster)")
@@ -101,6 +102,9 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 	}
 	if f.planSource != "file" && f.planSource != "configmap" {
 		return &exitError{code: exitUsage, err: fmt.Errorf("--plan-source %q: want file or configmap", f.planSource)}
+	}
+	if _, err := setMemoryLimit(f.memoryLimit, log); err != nil {
+		return &exitError{code: exitUsage, err: err}
 	}
 	cl, err := connect(ctx, f, log)
 	if err != nil {
