@@ -25,6 +25,9 @@ func setMemoryLimit(flag string, log *slog.Logger) (int64, error) {
 	if env := os.Getenv("GOMEMLIMIT"); env != "" {
 		return debug.SetMemoryLimit(-1), nil // the runtime read it at start
 	}
+	if flag == "" {
+		flag = defaultMemoryLimit // a runFlags made in code, not parsed
+	}
 	q, err := resource.ParseQuantity(flag)
 	if err != nil || q.Sign() < 0 {
 		return 0, fmt.Errorf("--memory-limit %q: want a size such as 224Mi, or 0 for none", flag)
