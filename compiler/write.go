@@ -381,16 +381,7 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 	// a plan names before the head or the plan.
 	for i, f := range parts {
 		name := filepath.Join(dir, f.Name)
-		var err error
-		if f.Signature != nil {
-			err = renameChanged(partSigTemps[i], plan.SignatureFile(name))
-		} else {
-			err = removeSignature(name)
-		}
-		if err == nil {
-			err = renameChanged(partTemps[i], name)
-		}
-		if err != nil {
+		if err := place(name, partTemps[i], partSigTemps[i], f.Signature != nil); err != nil {
 			dropPartTemps(i)
 			dropTemps(0)
 			return nil, fmt.Errorf("write %s: %w", name, err)
@@ -398,31 +389,13 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 	}
 	for i, e := range entries {
 		name := filepath.Join(dir, e.File)
-		// The signature first: an agent that reads the new plan finds its
-		// signature already there.
-		var err error
-		if sign != nil {
-			err = renameChanged(sigTemps[i], plan.SignatureFile(name))
-		} else {
-			err = removeSignature(name)
-		}
-		if err == nil {
-			err = renameChanged(temps[i], name)
-		}
-		if err != nil {
+		if err := place(name, temps[i], sigTemps[i], sign != nil); err != nil {
 			dropTemps(i)
 			return nil, fmt.Errorf("write %s: %w", name, err)
 		}
 	}
 	for _, e := range stale.Stale {
-		err := removeSignature(filepath.Join(dir, e.File))
-		if err == nil {
-			err = os.Remove(filepath.Join(dir, e.File))
-		}
-		switch {
-		case err == nil:
-			removed = append(removed, e.File)
-		case !errors.Is(err, fs.ErrNotExist):
+		if err := removeWithSignature(dir, e.File, &removed); err != nil {
 			return removed, err
 		}
 	}
@@ -438,14 +411,7 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 		if keep[e.Name] {
 			continue
 		}
-		err := removeSignature(filepath.Join(dir, e.File))
-		if err == nil {
-			err = os.Remove(filepath.Join(dir, e.File))
-		}
-		switch {
-		case err == nil:
-			removed = append(removed, e.File)
-		case !errors.Is(err, fs.ErrNotExist):
+		if err := removeWithSignature(dir, e.File, &removed); err != nil {
 			return removed, err
 		}
 	}
@@ -475,6 +441,39 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 		}
 	}
 	return removed, nil
+}
+
+// place renames the written temp into name, its signature first (a
+// reader of the new file finds its signature already there), or, unsigned,
+// removes the signature an earlier signed compile left: it would not sign
+// the new bytes.
+func place(name, temp, sigTemp string, signed bool) error {
+	var err error
+	if signed {
+		err = renameChanged(sigTemp, plan.SignatureFile(name))
+	} else {
+		err = removeSignature(name)
+	}
+	if err == nil {
+		err = renameChanged(temp, name)
+	}
+	return err
+}
+
+// removeWithSignature removes file of dir and its signature, adding file
+// to removed; a file already gone is no error.
+func removeWithSignature(dir, file string, removed *[]string) error {
+	err := removeSignature(filepath.Join(dir, file))
+	if err == nil {
+		err = os.Remove(filepath.Join(dir, file))
+	}
+	switch {
+	case err == nil:
+		*removed = append(*removed, file)
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	return nil
 }
 
 // removeSignature removes the signature file of the plan file name, if any.
