@@ -146,6 +146,11 @@ func TestAgentMemoryChild(t *testing.T) {
 	if dir == "" {
 		t.Skip("BenchmarkAgentMemory's child process")
 	}
+	if os.Getenv("HNSPLAN_AGENT_MEMORY_PROFILE") != "" {
+		// Sample finely: at the default rate (one sample per 512 KiB) the
+		// caches' small objects are counted to a few MiB at best.
+		runtime.MemProfileRate = 4096
+	}
 	var r memResult
 	var heapPeak uint64
 	sample := func() {

@@ -155,7 +155,7 @@ func TestInternerLimit(t *testing.T) {
 
 func TestNodeTransform(t *testing.T) {
 	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "lin-1", Labels: map[string]string{"kubernetes.io/os": "linux"},
+		ObjectMeta: metav1.ObjectMeta{Name: "lin-1", ResourceVersion: "9", Labels: map[string]string{"kubernetes.io/os": "linux"},
 			Annotations: map[string]string{
 				AnnotationTunnelMAC: "66:de:0a:0b:0c:0d", AnnotationTunnelAddr: "10.244.7.0",
 				"node.alpha.kubernetes.io/ttl": "0", "hnsplan.io/state": "converged",
@@ -167,13 +167,15 @@ func TestNodeTransform(t *testing.T) {
 			Images:    []corev1.ContainerImage{{Names: []string{"big/image:1"}, SizeBytes: 1 << 30}},
 		},
 	}
-	out, _ := nodeTransform("win-1")(n.DeepCopy())
-	got := out.(*corev1.Node)
-	if len(got.ManagedFields) != 0 || len(got.Status.Images) != 0 {
-		t.Errorf("managedFields or images kept: %+v", got)
+	out, _ := nodeTransform("win-1", &interner{})(n.DeepCopy())
+	got, ok := out.(*nodeObject)
+	if !ok {
+		t.Fatalf("transform returned %T, want *nodeObject", out)
 	}
-	if _, ok := got.Annotations["node.alpha.kubernetes.io/ttl"]; ok {
-		t.Errorf("foreign annotation kept on another node: %v", got.Annotations)
+	// nodeObject has no field for managedFields or images: storing one
+	// proves they are gone.
+	if got.rv != n.ResourceVersion {
+		t.Errorf("resourceVersion %q, want %q", got.rv, n.ResourceVersion)
 	}
 	want := Node{
 		Name: "lin-1", Labels: map[string]string{"kubernetes.io/os": "linux"},
@@ -182,13 +184,25 @@ func TestNodeTransform(t *testing.T) {
 		Addresses:   []NodeAddress{{Type: "InternalIP", Addr: netip.MustParseAddr("172.20.41.10")}},
 		TunnelMAC:   "66-DE-0A-0B-0C-0D", TunnelAddr: netip.MustParseAddr("10.244.7.0"),
 	}
-	if diff := cmp.Diff(want, nodeFromAPI(got), netipCmp); diff != "" {
+	if diff := cmp.Diff(want, got.Node, netipCmp); diff != "" {
 		t.Errorf("node (-want +got):\n%s", diff)
 	}
-	self, _ := nodeTransform("lin-1")(n.DeepCopy())
-	if len(self.(*corev1.Node).Annotations) != 4 {
-		t.Errorf("own node lost annotations: %v", self.(*corev1.Node).Annotations)
+	if diff := cmp.Diff(nodeFromAPI(n), withAnnotations(got.Node, n.Annotations), netipCmp); diff != "" {
+		t.Errorf("stored node differs from nodeFromAPI but for annotations (-want +got):\n%s", diff)
 	}
+	again, _ := nodeTransform("win-1", &interner{})(out)
+	if again != out {
+		t.Errorf("transform of a stored node made %v, want it unchanged", again)
+	}
+	self, _ := nodeTransform("lin-1", &interner{})(n.DeepCopy())
+	if len(self.(*nodeObject).Annotations) != 4 {
+		t.Errorf("own node lost annotations: %v", self.(*nodeObject).Annotations)
+	}
+}
+
+func withAnnotations(n Node, ann map[string]string) Node {
+	n.Annotations = ann
+	return n
 }
 
 func blockAffinity(name, node, cidr string, deleted any) *unstructured.Unstructured {

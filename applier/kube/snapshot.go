@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2"
 )
 
 // Annotations Calico reads and writes on Node objects for VXLAN.
@@ -140,12 +141,20 @@ func podFromAPI(p *corev1.Pod, in *interner) Pod {
 	return out
 }
 
-func nodeFromAPI(n *corev1.Node) Node {
+func nodeFromAPI(n *corev1.Node) Node { return nodeFrom(n, n.Annotations, nil) }
+
+// nodeFrom reads n with annotations ann (n's, or the ones a transform
+// keeps); with a non-nil interner, its strings are shared with other
+// nodes' and its maps must not be modified.
+func nodeFrom(n *corev1.Node, ann map[string]string, in *interner) Node {
 	out := Node{
-		Name:          n.Name,
+		Name:          in.str(n.Name),
 		Labels:        cloneMap(n.Labels),
-		Annotations:   cloneMap(n.Annotations),
+		Annotations:   cloneMap(ann),
 		Unschedulable: n.Spec.Unschedulable,
+	}
+	if in != nil {
+		out.Labels, out.Annotations = in.internMap(n.Labels), in.internMap(ann)
 	}
 	cidrs := n.Spec.PodCIDRs
 	if len(cidrs) == 0 && n.Spec.PodCIDR != "" {
@@ -158,13 +167,16 @@ func nodeFromAPI(n *corev1.Node) Node {
 	}
 	for _, a := range n.Status.Addresses {
 		if ip, err := netip.ParseAddr(a.Address); err == nil {
-			out.Addresses = append(out.Addresses, NodeAddress{Type: string(a.Type), Addr: ip.Unmap()})
+			out.Addresses = append(out.Addresses, NodeAddress{Type: in.str(string(a.Type)), Addr: ip.Unmap()})
 		}
 	}
-	if m, ok := n.Annotations[AnnotationTunnelMAC]; ok {
-		out.TunnelMAC, _ = NormalizeMAC(m)
+	if m, ok := ann[AnnotationTunnelMAC]; ok {
+		var err error
+		if out.TunnelMAC, err = NormalizeMAC(m); err != nil {
+			klog.V(2).InfoS("Ignoring malformed VXLAN tunnel MAC", "node", n.Name, "err", err)
+		}
 	}
-	if a, err := netip.ParseAddr(n.Annotations[AnnotationTunnelAddr]); err == nil && a.Is4() {
+	if a, err := netip.ParseAddr(ann[AnnotationTunnelAddr]); err == nil && a.Is4() {
 		out.TunnelAddr = a
 	}
 	return out

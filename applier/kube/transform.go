@@ -45,16 +45,18 @@ func transformNamespace(obj any) (any, error) {
 	}}, nil
 }
 
-// nodeTransform returns the transform for Nodes: this node (self) keeps all
-// its annotations (the agent reads back its own status and cordon marker);
-// other nodes keep only Calico's and hnsplan's annotations. All keep labels,
-// podCIDRs, unschedulable and addresses; the images list, conditions and
-// node info, which dominate a Node's size, are dropped.
-func nodeTransform(self string) cache.TransformFunc {
+// nodeTransform returns the transform for Nodes: it replaces a
+// *corev1.Node by a *nodeObject (nodeobject.go) holding its name,
+// labels, podCIDRs, unschedulable, IP addresses and tunnel MAC and
+// address, with strings shared through in. This node (self) keeps all its
+// annotations (the agent reads back its own status and cordon marker);
+// other nodes keep only Calico's and hnsplan's. The images list,
+// conditions and node info, which dominate a Node's size, are dropped.
+func nodeTransform(self string, in *interner) cache.TransformFunc {
 	return func(obj any) (any, error) {
 		n, ok := obj.(*corev1.Node)
 		if !ok {
-			return obj, nil
+			return obj, nil // a *nodeObject already, or a tombstone
 		}
 		ann := n.Annotations
 		if n.Name != self {
@@ -68,16 +70,7 @@ func nodeTransform(self string) cache.TransformFunc {
 				}
 			}
 		}
-		return &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{
-				Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion,
-				Labels: n.Labels, Annotations: ann,
-			},
-			Spec: corev1.NodeSpec{
-				PodCIDR: n.Spec.PodCIDR, PodCIDRs: n.Spec.PodCIDRs, Unschedulable: n.Spec.Unschedulable,
-			},
-			Status: corev1.NodeStatus{Addresses: n.Status.Addresses},
-		}, nil
+		return &nodeObject{Node: nodeFrom(n, ann, in), rv: n.ResourceVersion}, nil
 	}
 }
 
