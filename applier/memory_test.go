@@ -157,7 +157,8 @@ func TestAgentMemoryChild(t *testing.T) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		heapPeak = max(heapPeak, ms.HeapInuse)
-		fmt.Printf("SAMPLE heap in use %.1f MiB, VmHWM %d KiB\n", float64(ms.HeapInuse)/(1<<20), procStatus(t, "VmHWM"))
+		fmt.Printf("SAMPLE heap in use %.1f MiB, VmHWM %d KiB, RssAnon %d KiB, RssFile %d KiB, Sys %.1f MiB (stacks %.1f, GC %.1f, other %.1f, heap idle %.1f, released %.1f)\n", float64(ms.HeapInuse)/(1<<20), procStatus(t, "VmHWM"),
+			procStatus(t, "RssAnon"), procStatus(t, "RssFile"), float64(ms.Sys)/(1<<20), float64(ms.StackSys)/(1<<20), float64(ms.GCSys)/(1<<20), float64(ms.OtherSys+ms.MSpanSys+ms.MCacheSys+ms.BuckHashSys)/(1<<20), float64(ms.HeapIdle)/(1<<20), float64(ms.HeapReleased)/(1<<20))
 	}
 	_, plans, ok, err := compiler.ReadPlanDir(dir)
 	if err != nil || !ok || len(plans) != 1 {

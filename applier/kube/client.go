@@ -10,12 +10,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	kscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -104,8 +106,15 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, node string, opts .
 		changes: make(chan struct{}, 1),
 	}
 	c.factory = informers.NewSharedInformerFactory(client, 0)
-	c.pods = c.factory.Core().V1().Pods().Informer()
-	c.nodes = c.factory.Core().V1().Nodes().Informer()
+	// The factory's own pod and node informers index every object by
+	// namespace, for listers the agent does not use: 100 sets holding
+	// every pod's key, 3 MiB at 50,000 pods.
+	c.pods = c.factory.InformerFor(&corev1.Pod{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewFilteredPodInformer(cs, metav1.NamespaceAll, resync, cache.Indexers{}, nil)
+	})
+	c.nodes = c.factory.InformerFor(&corev1.Node{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewFilteredNodeInformer(cs, resync, cache.Indexers{}, nil)
+	})
 	c.namespaces = c.factory.Core().V1().Namespaces().Informer()
 	if !o.noTransform {
 		// SetTransform fails only after the informer has started.

@@ -127,6 +127,15 @@ func TestPodTransform(t *testing.T) {
 	if reflect.ValueOf(q.(*podObject).Labels).UnsafePointer() != reflect.ValueOf(p.Labels).UnsafePointer() {
 		t.Errorf("equal label sets are not shared")
 	}
+	// So do pods with equal ports, and a pod with others has its own.
+	if q.(*podObject).Ports[0] != p.Ports[0] || &q.(*podObject).Ports[0] != &p.Ports[0] {
+		t.Errorf("equal port lists are not shared")
+	}
+	other := fullPod("web", "c", "win-1", map[string]string{"app": "web"}, "10.244.1.7")
+	other.Spec.Containers[0].Ports[0].ContainerPort = 8081
+	if r, _ := tr(other); r.(*podObject).Ports[0].Port != 8081 || &r.(*podObject).Ports[0] == &p.Ports[0] {
+		t.Errorf("a pod with other ports got %+v", r.(*podObject).Ports)
+	}
 	// Tombstones pass through untouched.
 	tomb := cacheTombstone(in)
 	if out, _ := tr(tomb); !reflect.DeepEqual(out, tomb) {

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -74,12 +75,45 @@ type interner struct {
 	mu     sync.Mutex
 	strs   map[string]string
 	labels map[string]map[string]string
+	ports  map[string][]Port
 }
 
 const (
 	internStrLimit   = 1 << 16
 	internLabelLimit = 1 << 15
+	internPortLimit  = 1 << 15
 )
+
+// portList returns a slice equal to ps (whose strings are in's), shared
+// with every other pod that declares the same ports: the replicas of a
+// workload do, and a list of their own cost 3 MiB at 50,000 pods. The
+// result must not be modified.
+func (in *interner) portList(ps []Port) []Port {
+	if in == nil || len(ps) == 0 {
+		return ps
+	}
+	var b strings.Builder
+	for _, p := range ps {
+		b.WriteString(p.Name)
+		b.WriteByte(0)
+		b.WriteString(strconv.Itoa(int(p.Port)))
+		b.WriteByte(0)
+		b.WriteString(p.Protocol)
+		b.WriteByte(0)
+	}
+	id := b.String()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if v, ok := in.ports[id]; ok {
+		return v
+	}
+	if in.ports == nil || len(in.ports) >= internPortLimit {
+		in.ports = map[string][]Port{}
+	}
+	ps = slices.Clip(ps)
+	in.ports[id] = ps
+	return ps
+}
 
 func (in *interner) str(s string) string {
 	if in == nil || s == "" {

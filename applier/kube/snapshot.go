@@ -138,6 +138,7 @@ func podFromAPI(p *corev1.Pod, in *interner) Pod {
 			}
 		}
 	}
+	out.Ports = in.portList(out.Ports)
 	return out
 }
 
