@@ -53,7 +53,21 @@ type ClusterCache struct {
 	namespaces map[string]map[string]string
 	prog       *plan.Program
 	renderer   *acl.Renderer
+	// ports are the named ports made of a kube.Pod's port list, by that
+	// list: kube.Client shares one list between the pods that declare
+	// the same ports (a workload's replicas), and so these share theirs.
+	ports map[portsID][]acl.NamedPort
 }
+
+// portsID is a kube.Pod's port list (never modified) by identity.
+type portsID struct {
+	first *kube.Port
+	n     int
+}
+
+// maxPortLists bounds ClusterCache.ports: past it the table starts
+// again (lists already handed out stay shared).
+const maxPortLists = 1 << 12
 
 type podID struct{ namespace, name string }
 
@@ -130,7 +144,7 @@ func (cc *ClusterCache) Of(k Caches) (c *Cluster, ok bool) {
 		id := podID{p.Namespace, p.Name}
 		e, ok := cc.pods[id]
 		if !ok || !samePod(e.pod, e.node, p) {
-			e = cachedPod{pod: aclPod(p), node: p.Node}
+			e = cachedPod{pod: cc.aclPod(p), node: p.Node}
 			cc.podNodes[e.pod.Key()] = p.Node
 			changed = true
 		}
@@ -153,7 +167,7 @@ func (cc *ClusterCache) Of(k Caches) (c *Cluster, ok bool) {
 	}
 	c.world = cc.world
 	slices.SortFunc(c.Competitors, func(a, b Competing) int { return strings.Compare(a.Pod, b.Pod) })
-	c.Blocks, c.NodeAddrs = map[string][]netip.Prefix{}, map[string]netip.Addr{}
+	c.Blocks, c.NodeAddrs = map[string][]netip.Prefix{}, make(map[string]netip.Addr, len(c.TunnelMACs))
 	eachNode(k, func(n kube.Node) {
 		for _, a := range n.Addresses {
 			if a.Type == "InternalIP" && a.Addr.Is4() {
@@ -174,16 +188,43 @@ func (cc *ClusterCache) Of(k Caches) (c *Cluster, ok bool) {
 // protocolNumber is a container port's protocol as IANA numbers it.
 var protocolNumber = map[string]int{"TCP": 6, "UDP": 17, "SCTP": 132}
 
+// aclPod is aclPod(p), whose named ports are shared with every pod's
+// that has the same kube.Pod port list.
+func (cc *ClusterCache) aclPod(p kube.Pod) *acl.Pod {
+	if len(p.Ports) == 0 {
+		return aclPod(p)
+	}
+	id := portsID{&p.Ports[0], len(p.Ports)}
+	ports, ok := cc.ports[id]
+	if !ok {
+		ports = namedPorts(p.Ports)
+		if cc.ports == nil || len(cc.ports) >= maxPortLists {
+			cc.ports = map[portsID][]acl.NamedPort{}
+		}
+		cc.ports[id] = ports
+	}
+	p.Ports = nil
+	pod := aclPod(p)
+	pod.Ports = ports
+	return pod
+}
+
 // aclPod is p (which has an address) as the ACL renderer knows it,
 // sharing p's labels.
 func aclPod(p kube.Pod) *acl.Pod {
-	pod := &acl.Pod{Namespace: p.Namespace, Name: p.Name, IP: podIP(p), Labels: p.Labels, ServiceAccount: cmp.Or(p.ServiceAccount, "default")}
-	for _, port := range p.Ports {
+	return &acl.Pod{Namespace: p.Namespace, Name: p.Name, IP: podIP(p), Labels: p.Labels, ServiceAccount: cmp.Or(p.ServiceAccount, "default"),
+		Ports: namedPorts(p.Ports)}
+}
+
+// namedPorts are the named ones of ports, nil if none is.
+func namedPorts(ports []kube.Port) []acl.NamedPort {
+	var out []acl.NamedPort
+	for _, port := range ports {
 		if port.Name != "" {
-			pod.Ports = append(pod.Ports, namedPort(port))
+			out = append(out, namedPort(port))
 		}
 	}
-	return pod
+	return out
 }
 
 // podIP is the address of p (which has one) the renderer knows: its

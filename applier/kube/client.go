@@ -358,12 +358,13 @@ func (c *Client) EachNode(f func(Node)) {
 // projectcalico.org/VXLANTunnelMACAddr) in HNS form, "00-15-5D-7A-00-22".
 // Nodes without the annotation, or with a malformed one, are absent.
 func (c *Client) TunnelMACs() map[string]string {
-	out := map[string]string{}
-	c.EachNode(func(n Node) {
-		if n.TunnelMAC != "" {
+	objs := c.nodes.GetStore().List()
+	out := make(map[string]string, len(objs))
+	for _, o := range objs {
+		if n, ok := nodeView(o); ok && n.TunnelMAC != "" {
 			out[n.Name] = n.TunnelMAC
 		}
-	})
+	}
 	return out
 }
 
