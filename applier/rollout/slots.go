@@ -355,16 +355,44 @@ func Free(ctx context.Context, leases typedcoordinationv1.LeasesGetter, namespac
 		if sl.Holder != node {
 			continue
 		}
-		// At the version read: a slot taken over in between is not node's.
-		err := leases.Leases(namespace).Delete(ctx, sl.Name, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{ResourceVersion: &sl.version}})
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			continue
-		}
+		ok, err := freeSlot(ctx, leases, namespace, node, sl.Name, sl.version)
 		if err != nil {
 			return freed, fmt.Errorf("rollout: free slot %s/%s of %s: %w", namespace, sl.Name, node, err)
 		}
-		freed = append(freed, sl.Name)
+		if ok {
+			freed = append(freed, sl.Name)
+		}
 	}
 	return freed, nil
+}
+
+// freeSlot deletes the slot Lease name while node holds it. Each delete is
+// at the version read, so a slot taken over in between is left to its new
+// holder; a conflict because node renewed it (a blocked node keeps
+// renewing) reads it again and retries, or the operator's resume would
+// free nothing, silently.
+func freeSlot(ctx context.Context, leases typedcoordinationv1.LeasesGetter, namespace, node, name, version string) (bool, error) {
+	for range 5 {
+		err := leases.Leases(namespace).Delete(ctx, name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{ResourceVersion: &version}})
+		switch {
+		case err == nil:
+			return true, nil
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case !apierrors.IsConflict(err):
+			return false, err
+		}
+		l, err := leases.Leases(namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return false, nil
+		case err != nil:
+			return false, err
+		case holder(l) != node:
+			return false, nil // taken over: not node's any more
+		}
+		version = l.ResourceVersion
+	}
+	return false, fmt.Errorf("slot %s changed at every attempt to free it: try again", name)
 }

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
@@ -211,5 +212,53 @@ func TestRestartKeepsTheSlot(t *testing.T) {
 	slots, err := Status(context.Background(), e.cs.CoordinationV1(), e.ns)
 	if err != nil || len(slots) != 1 || slots[0].Holder != "win-b" {
 		t.Fatalf("Status = %+v, %v", slots, err)
+	}
+}
+
+// renewFirst is a LeasesGetter whose first Delete is preceded by the
+// holder's renewal: an operator's resume racing a blocked node that keeps
+// renewing its slot.
+type renewFirst struct {
+	typedcoordinationv1.LeasesGetter
+	renew func()
+	once  sync.Once
+}
+
+func (r *renewFirst) Leases(ns string) typedcoordinationv1.LeaseInterface {
+	return &renewFirstLeases{LeaseInterface: r.LeasesGetter.Leases(ns), r: r}
+}
+
+type renewFirstLeases struct {
+	typedcoordinationv1.LeaseInterface
+	r *renewFirst
+}
+
+func (l *renewFirstLeases) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	l.r.once.Do(l.r.renew)
+	return l.LeaseInterface.Delete(ctx, name, opts)
+}
+
+// TestFreeWhileTheHolderRenews: a slot renewed between Free's read and its
+// delete is still freed (Free reads it again), not silently kept.
+func TestFreeWhileTheHolderRenews(t *testing.T) {
+	e := newEnv(t)
+	c := &clock{t: time.Unix(1e9, 0)}
+	a := e.node("win-a", 1, c)
+	held, ok := acquire(t, a)
+	if !ok {
+		t.Fatal("win-a: no slot")
+	}
+	leases := &renewFirst{LeasesGetter: e.cs.CoordinationV1(), renew: func() {
+		c.step(5 * time.Second)
+		if err := a.Renew(context.Background()); err != nil {
+			t.Errorf("renew: %v", err)
+		}
+	}}
+	freed, err := Free(context.Background(), leases, e.ns, "win-a")
+	if err != nil || len(freed) != 1 || freed[0] != held {
+		t.Fatalf("Free(win-a) while it renews = %v, %v; want [%s]", freed, err, held)
+	}
+	if err := a.Renew(context.Background()); !errors.Is(err, ErrLost) {
+		t.Fatalf("renewal of a freed slot: %v, want ErrLost", err)
 	}
 }
