@@ -376,9 +376,9 @@ func TestClusterOf(t *testing.T) {
 		t.Fatalf("ClusterOf = %+v, %v; want one pod (not the host network's, not the one without an address)", c, ok)
 	}
 	pod := c.Pods[0]
-	if pod.IP != netip.MustParseAddr("192.168.0.5") || pod.ServiceAccount != "default" || c.PodNodes["web/a"] != "win-1" || len(pod.Ports) != 2 ||
+	if pod.IP != netip.MustParseAddr("192.168.0.5") || pod.ServiceAccount != "default" || c.PodNode(pod) != "win-1" || len(pod.Ports) != 2 ||
 		pod.Ports[0].Protocol != 6 || pod.Ports[1].Protocol != 17 {
-		t.Errorf("pod %+v (node %q); want its IPv4, the default service account, its named ports TCP and UDP", pod, c.PodNodes["web/a"])
+		t.Errorf("pod %+v (node %q); want its IPv4, the default service account, its named ports TCP and UDP", pod, c.PodNode(pod))
 	}
 	if c.NodeAddr != netip.MustParseAddr("10.0.0.4") {
 		t.Errorf("NodeAddr %s, want the IPv4 InternalIP", c.NodeAddr)

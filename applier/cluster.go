@@ -41,12 +41,12 @@ func ClusterOf(k Caches) (c *Cluster, ok bool) { return new(ClusterCache).Of(k) 
 // and renderer made of them while no pod and no namespace changed: in a
 // 50,000-pod cluster a pass would otherwise remake 50,000 pods and the
 // World's indexes. The zero value is ready; it is not safe for
-// concurrent use, and a Cluster it made shares PodNodes with the next
-// one (passes run one at a time and keep no Cluster).
+// concurrent use, and a Cluster it made looks its pods' nodes up in the
+// cache (PodNode), which the next Of changes (passes run one at a time
+// and keep no Cluster).
 type ClusterCache struct {
-	pods     map[podID]cachedPod
-	podNodes map[string]string
-	gen      uint64
+	pods map[podID]cachedPod
+	gen  uint64
 	// The World of the last Cluster, its namespaces, and the renderer
 	// last made over it (for program prog).
 	world      *acl.World
@@ -127,10 +127,10 @@ func (cc *ClusterCache) Of(k Caches) (c *Cluster, ok bool) {
 		return nil, false
 	}
 	if cc.pods == nil {
-		cc.pods, cc.podNodes = map[podID]cachedPod{}, map[string]string{}
+		cc.pods = map[podID]cachedPod{}
 	}
 	cc.gen++
-	c = &Cluster{PodNodes: cc.podNodes, Namespaces: map[string]map[string]string{}, TunnelMACs: k.TunnelMACs(), cache: cc}
+	c = &Cluster{PodNode: cc.podNode, Namespaces: map[string]map[string]string{}, TunnelMACs: k.TunnelMACs(), cache: cc}
 	self := k.NodeName()
 	changed := false
 	c.Pods = make([]*acl.Pod, 0, len(cc.pods))
@@ -145,7 +145,6 @@ func (cc *ClusterCache) Of(k Caches) (c *Cluster, ok bool) {
 		e, ok := cc.pods[id]
 		if !ok || !samePod(e.pod, e.node, p) {
 			e = cachedPod{pod: cc.aclPod(p), node: p.Node}
-			cc.podNodes[e.pod.Key()] = p.Node
 			changed = true
 		}
 		e.gen = cc.gen
@@ -155,7 +154,6 @@ func (cc *ClusterCache) Of(k Caches) (c *Cluster, ok bool) {
 	for id, e := range cc.pods {
 		if e.gen != cc.gen { // gone, or now without an address
 			delete(cc.pods, id)
-			delete(cc.podNodes, e.pod.Key())
 			changed = true
 		}
 	}
@@ -183,6 +181,15 @@ func (cc *ClusterCache) Of(k Caches) (c *Cluster, ok bool) {
 		}
 	}
 	return c, true
+}
+
+// podNode is the node of pod if it is the cache's pod of its name (a
+// Cluster's PodNode), else "".
+func (cc *ClusterCache) podNode(pod *acl.Pod) string {
+	if e, ok := cc.pods[podID{pod.Namespace, pod.Name}]; ok && e.pod == pod {
+		return e.node
+	}
+	return ""
 }
 
 // protocolNumber is a container port's protocol as IANA numbers it.

@@ -31,7 +31,7 @@ func TestClusterCache(t *testing.T) {
 	p := ex.plans["win-1"]
 	k := &nsKube{fakeKube: &fakeKube{synced: true, node: kube.Node{Name: "win-1"}}}
 	for _, pod := range ex.cluster.Pods {
-		kp := kube.Pod{Namespace: pod.Namespace, Name: pod.Name, Node: ex.cluster.PodNodes[pod.Key()], ServiceAccount: pod.ServiceAccount,
+		kp := kube.Pod{Namespace: pod.Namespace, Name: pod.Name, Node: ex.cluster.PodNode(pod), ServiceAccount: pod.ServiceAccount,
 			Labels: pod.Labels, IPs: []netip.Addr{pod.IP}}
 		for _, np := range pod.Ports {
 			kp.Ports = append(kp.Ports, kube.Port{Name: np.Name, Port: int32(np.Port), Protocol: map[int]string{6: "TCP", 17: "UDP", 132: "SCTP"}[np.Protocol]})
@@ -84,7 +84,7 @@ func TestClusterCache(t *testing.T) {
 		if !ok || !ok2 {
 			t.Fatalf("%s: not synced", s.name)
 		}
-		if !reflect.DeepEqual(renderedPods(got), renderedPods(want)) || !maps.Equal(got.PodNodes, want.PodNodes) ||
+		if !reflect.DeepEqual(renderedPods(got), renderedPods(want)) || !maps.Equal(podNodesOf(got), podNodesOf(want)) ||
 			!maps.EqualFunc(got.Namespaces, want.Namespaces, maps.Equal) {
 			t.Errorf("%s: the cache's Cluster differs from ClusterOf's:\n%+v\n%+v", s.name, renderedPods(got), renderedPods(want))
 		}

@@ -52,7 +52,7 @@ func TestIntegrationConflictWithCalicoNodeWindows(t *testing.T) {
 	// as the CNI made it (no ACLs).
 	var ip netip.Addr
 	for _, pod := range ex.cluster.Pods {
-		if ex.cluster.PodNodes[pod.Key()] == "win-1" {
+		if ex.cluster.PodNode(pod) == "win-1" {
 			ip = pod.IP
 			break
 		}

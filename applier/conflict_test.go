@@ -21,7 +21,7 @@ import (
 func podsOf(c *applier.Cluster) []kube.Pod {
 	var out []kube.Pod
 	for _, p := range c.Pods {
-		out = append(out, kube.Pod{Namespace: p.Namespace, Name: p.Name, Node: c.PodNodes[p.Key()], Labels: p.Labels,
+		out = append(out, kube.Pod{Namespace: p.Namespace, Name: p.Name, Node: c.PodNode(p), Labels: p.Labels,
 			ServiceAccount: p.ServiceAccount, IPs: []netip.Addr{p.IP}, Phase: "Running"})
 	}
 	return out
@@ -267,7 +267,7 @@ func TestCompetingDependsOnThePlan(t *testing.T) {
 			h := hnsmem.New()
 			r := &applier.Reconciler{HNS: h}
 			r.SetPlan(tc.p)
-			st, err := r.Pass(ctx, &applier.Cluster{Competitors: tc.who, PodNodes: map[string]string{}, TunnelMACs: map[string]string{}})
+			st, err := r.Pass(ctx, &applier.Cluster{Competitors: tc.who, TunnelMACs: map[string]string{}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -51,9 +51,8 @@ func (g *GC) ops(ctx context.Context, node string, have *hns.State, want *hns.Wa
 		grace = 10 * time.Minute
 	}
 	explained := map[netip.Addr]bool{}
-	var key []byte
 	for _, p := range c.Pods {
-		if c.nodeOf(p, &key) == node {
+		if c.nodeOf(p) == node {
 			explained[p.IP] = true
 		}
 	}

@@ -21,11 +21,28 @@ import (
 	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/replace"
 	"github.com/hnsplan/hnsplan/compiler"
+	"github.com/hnsplan/hnsplan/compiler/acl"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 	"github.com/hnsplan/hnsplan/compiler/policy"
 )
 
 var ctx = context.Background()
+
+// podNodes is a Cluster's PodNode for the nodes of pods by key.
+func podNodes(nodes map[string]string) func(*acl.Pod) string {
+	return func(p *acl.Pod) string { return nodes[p.Key()] }
+}
+
+// podNodesOf are the nodes of c's pods by key.
+func podNodesOf(c *applier.Cluster) map[string]string {
+	out := map[string]string{}
+	for _, p := range c.Pods {
+		if n := c.PodNode(p); n != "" {
+			out[p.Key()] = n
+		}
+	}
+	return out
+}
 
 // compiled is an intent compiled as `hnsplan compile` does, with the
 // cluster its inventory describes, as the agent's informers would see it.
@@ -50,14 +67,15 @@ func compile(t testing.TB, dir string, inventory ...string) compiled {
 	}
 	in := res.Intent
 	c := compiled{plans: map[string]*plan.NodePlan{}, cluster: &applier.Cluster{
-		Pods: policy.Pods(&in.Inventory), PodNodes: map[string]string{},
-		Namespaces: policy.NamespaceLabels(in), TunnelMACs: map[string]string{}}}
+		Pods: policy.Pods(&in.Inventory), Namespaces: policy.NamespaceLabels(in), TunnelMACs: map[string]string{}}}
 	for _, p := range res.Plans {
 		c.plans[p.Node] = p
 	}
+	nodes := map[string]string{}
 	for _, p := range in.Inventory.Pods {
-		c.cluster.PodNodes[p.Namespace+"/"+p.Name] = p.Spec.NodeName
+		nodes[p.Namespace+"/"+p.Name] = p.Spec.NodeName
 	}
+	c.cluster.PodNode = podNodes(nodes)
 	for _, n := range in.Inventory.Nodes {
 		if mac := n.Annotations["projectcalico.org/VXLANTunnelMACAddr"]; mac != "" {
 			c.cluster.TunnelMACs[n.Name] = strings.ToUpper(strings.ReplaceAll(mac, ":", "-"))
@@ -72,7 +90,7 @@ func cni(t testing.TB, h *hnsmem.HNS, p *plan.NodePlan, c *applier.Cluster) int 
 	t.Helper()
 	n := 0
 	for _, pod := range c.Pods {
-		if c.PodNodes[pod.Key()] != p.Node {
+		if c.PodNode(pod) != p.Node {
 			continue
 		}
 		bits := p.Network.Ipams[0].Subnets[0].IpAddressPrefix.Bits()
