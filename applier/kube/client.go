@@ -145,8 +145,9 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, node string, opts .
 		}
 		// Without what the agent itself writes (its status annotations, the
 		// cordon): its own writes must not wake it, or a status that
-		// changes on every pass (blocked, replacing) would loop.
-		v := n.clone()
+		// changes on every pass (blocked, replacing) would loop. The
+		// view's annotations are its own.
+		v := n
 		v.Unschedulable = false
 		for k := range v.Annotations {
 			if strings.HasPrefix(k, "hnsplan.io/") {
@@ -327,7 +328,7 @@ func (c *Client) Node() (Node, bool) {
 	if !ok || !isNode {
 		return Node{}, false
 	}
-	return n.clone(), true
+	return n.ownSlices(), true
 }
 
 // Nodes returns every node, sorted by name.
@@ -335,20 +336,21 @@ func (c *Client) Nodes() []Node {
 	var out []Node
 	for _, o := range c.nodes.GetStore().List() {
 		if n, ok := nodeView(o); ok {
-			out = append(out, n.clone())
+			out = append(out, n.ownSlices())
 		}
 	}
 	slices.SortFunc(out, func(a, b Node) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
-// EachNode calls f with every node, in no order, without copying: the
-// Node's maps and slices are the cache's and must not be modified or kept
-// past f. A pass reads 5,000 nodes' addresses this way rather than
-// through Nodes, which copies each.
+// EachNode calls f with every node, in no order, without copying and
+// without its labels and annotations (nil: Node and Nodes have them): the
+// Node's slices are the cache's and must not be modified or kept past f.
+// A pass reads 5,000 nodes' addresses this way rather than through Nodes,
+// which copies each.
 func (c *Client) EachNode(f func(Node)) {
 	for _, o := range c.nodes.GetStore().List() {
-		if n, ok := nodeView(o); ok {
+		if n, ok := nodeBare(o); ok {
 			f(n)
 		}
 	}
@@ -361,7 +363,7 @@ func (c *Client) TunnelMACs() map[string]string {
 	objs := c.nodes.GetStore().List()
 	out := make(map[string]string, len(objs))
 	for _, o := range objs {
-		if n, ok := nodeView(o); ok && n.TunnelMAC != "" {
+		if n, ok := nodeBare(o); ok && n.TunnelMAC != "" {
 			out[n.Name] = n.TunnelMAC
 		}
 	}

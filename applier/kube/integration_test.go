@@ -434,7 +434,7 @@ func TestIntegrationCache(t *testing.T) {
 		t.Errorf("stored pod = %#v, want a *podObject at resourceVersion %s", obj, local.ResourceVersion)
 	}
 	nobj, _, _ := c.nodes.GetStore().GetByKey(remote)
-	if sn, ok := nobj.(*nodeObject); !ok || sn.Annotations["unrelated"] != "" {
+	if sn, ok := nobj.(*nodeObject); !ok || sn.view().Annotations["unrelated"] != "" {
 		t.Errorf("stored remote node keeps dropped fields: %+v", sn)
 	}
 	if got := c.TunnelMACs()[remote]; got != "66-DE-0A-0B-0C-0D" {

@@ -193,10 +193,10 @@ func TestNodeTransform(t *testing.T) {
 		Addresses:   []NodeAddress{{Type: "InternalIP", Addr: netip.MustParseAddr("172.20.41.10")}},
 		TunnelMAC:   "66-DE-0A-0B-0C-0D", TunnelAddr: netip.MustParseAddr("10.244.7.0"),
 	}
-	if diff := cmp.Diff(want, got.Node, netipCmp); diff != "" {
+	if diff := cmp.Diff(want, got.view(), netipCmp); diff != "" {
 		t.Errorf("node (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(nodeFromAPI(n), withAnnotations(got.Node, n.Annotations), netipCmp); diff != "" {
+	if diff := cmp.Diff(nodeFromAPI(n), withAnnotations(got.view(), n.Annotations), netipCmp); diff != "" {
 		t.Errorf("stored node differs from nodeFromAPI but for annotations (-want +got):\n%s", diff)
 	}
 	again, _ := nodeTransform("win-1", &interner{})(out)
@@ -204,8 +204,8 @@ func TestNodeTransform(t *testing.T) {
 		t.Errorf("transform of a stored node made %v, want it unchanged", again)
 	}
 	self, _ := nodeTransform("lin-1", &interner{})(n.DeepCopy())
-	if len(self.(*nodeObject).Annotations) != 4 {
-		t.Errorf("own node lost annotations: %v", self.(*nodeObject).Annotations)
+	if ann := self.(*nodeObject).view().Annotations; len(ann) != 4 {
+		t.Errorf("own node lost annotations: %v", ann)
 	}
 }
 

@@ -142,20 +142,20 @@ func podFromAPI(p *corev1.Pod, in *interner) Pod {
 	return out
 }
 
-func nodeFromAPI(n *corev1.Node) Node { return nodeFrom(n, n.Annotations, nil) }
+func nodeFromAPI(n *corev1.Node) Node {
+	out := nodeFrom(n, nil)
+	out.Labels, out.Annotations = cloneMap(n.Labels), cloneMap(n.Annotations)
+	return out
+}
 
-// nodeFrom reads n with annotations ann (n's, or the ones a transform
-// keeps); with a non-nil interner, its strings are shared with other
-// nodes' and its maps must not be modified.
-func nodeFrom(n *corev1.Node, ann map[string]string, in *interner) Node {
+// nodeFrom reads n but for its labels and annotations (left nil: the
+// caller keeps them as it stores nodes); with a non-nil interner, its
+// strings are shared with other nodes'.
+func nodeFrom(n *corev1.Node, in *interner) Node {
+	ann := n.Annotations
 	out := Node{
 		Name:          in.str(n.Name),
-		Labels:        cloneMap(n.Labels),
-		Annotations:   cloneMap(ann),
 		Unschedulable: n.Spec.Unschedulable,
-	}
-	if in != nil {
-		out.Labels, out.Annotations = in.internMap(n.Labels), in.internMap(ann)
 	}
 	cidrs := n.Spec.PodCIDRs
 	if len(cidrs) == 0 && n.Spec.PodCIDR != "" {

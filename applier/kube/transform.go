@@ -70,7 +70,7 @@ func nodeTransform(self string, in *interner) cache.TransformFunc {
 				}
 			}
 		}
-		return &nodeObject{Node: nodeFrom(n, ann, in), rv: n.ResourceVersion}, nil
+		return &nodeObject{Node: nodeFrom(n, in), labels: in.pairs(n.Labels), annotations: in.pairs(ann), rv: n.ResourceVersion}, nil
 	}
 }
 
