@@ -176,13 +176,16 @@ type Kube interface {
 // AgentStatus is the agent's /status: the last pass's status and the plan
 // it applies. `hnsplan-agent status` prints it.
 type AgentStatus struct {
-	Node    string         `json:"node"`
-	Plan    string         `json:"plan,omitempty"`    // digest of the plan in force
-	Applied string         `json:"applied,omitempty"` // digest HNS matches
-	State   kube.NodeState `json:"state"`
-	Error   string         `json:"lastError,omitempty"`
-	Ops     int            `json:"ops"`
-	Pending []string       `json:"pending,omitempty"`
+	Node    string `json:"node"`
+	Plan    string `json:"plan,omitempty"`    // digest of the plan in force
+	Applied string `json:"applied,omitempty"` // digest HNS matches
+	// AppliedRoutes is the digest of the route table head whose routes
+	// HNS holds: routes change without the plan's digest (a node joins).
+	AppliedRoutes string         `json:"appliedRoutes,omitempty"`
+	State         kube.NodeState `json:"state"`
+	Error         string         `json:"lastError,omitempty"`
+	Ops           int            `json:"ops"`
+	Pending       []string       `json:"pending,omitempty"`
 	// Mismatches are the fields HNS reads back otherwise than the agent
 	// wrote them (state hns-readback-mismatch).
 	Mismatches []string `json:"readbackMismatches,omitempty"`

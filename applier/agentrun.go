@@ -189,7 +189,7 @@ func (a *Agent) report(ctx context.Context, s Status) {
 	}
 	mismatch := strings.Join(mismatches, "; ")
 	a.mu.Lock()
-	a.st.Applied, a.st.State, a.st.Error, a.st.Ops, a.st.Pending, a.st.Mismatches = s.Digest, s.State, s.LastError, s.Ops, s.Pending, mismatches
+	a.st.Applied, a.st.AppliedRoutes, a.st.State, a.st.Error, a.st.Ops, a.st.Pending, a.st.Mismatches = s.Digest, s.Routes, s.State, s.LastError, s.Ops, s.Pending, mismatches
 	if p := a.r.Plan(); p != nil {
 		a.st.Plan = p.Digest
 	}
@@ -223,7 +223,7 @@ func (a *Agent) report(ctx context.Context, s Status) {
 	if k == nil {
 		return
 	}
-	if err := k.SetStatus(ctx, kube.Status{Digest: s.Digest, State: s.State, Error: s.LastError, Mismatch: mismatch}); err != nil {
+	if err := k.SetStatus(ctx, kube.Status{Digest: s.Digest, Routes: s.Routes, State: s.State, Error: s.LastError, Mismatch: mismatch}); err != nil {
 		a.cfg.Log.Warn("node status", "err", err)
 	}
 	if s.State == kube.StateConflict {

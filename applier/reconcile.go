@@ -19,7 +19,11 @@ import (
 // Status is the outcome of a pass, for the Node's annotations and
 // `hnsplan-agent status`.
 type Status struct {
-	Digest    string // of the plan HNS now matches; "" until one does
+	Digest string // of the plan HNS now matches; "" until one does
+	// Routes is the digest of the route table (its head) whose routes HNS
+	// holds with that plan: a node joining the cluster changes it and
+	// not the plan's digest. "" for a plan without a route table.
+	Routes    string
 	State     kube.NodeState
 	LastError string
 	Ops       int      // mutating ops the pass applied
@@ -129,7 +133,7 @@ func (r *Reconciler) Pass(ctx context.Context, c *Cluster) (Status, error) {
 	}
 	r.mu.Lock()
 	if st.Digest == "" && st.State != kube.StateWaiting {
-		st.Digest = r.status.Digest // still the last plan HNS matched
+		st.Digest, st.Routes = r.status.Digest, r.status.Routes // still the last plan HNS matched
 	}
 	r.status = st
 	r.mu.Unlock()
@@ -220,7 +224,7 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 		if ms := want.Echo.Mismatches(); len(ms) > 0 {
 			return Status{State: kube.StateReadbackMismatch, Ops: len(ops), Pending: pending, Mismatches: ms, LastError: mismatchError(ms)}, nil
 		}
-		return Status{Digest: p.Digest, State: kube.StateConverged, Ops: len(ops), Pending: pending}, nil
+		return Status{Digest: p.Digest, Routes: routesOf(p), State: kube.StateConverged, Ops: len(ops), Pending: pending}, nil
 	}
 }
 
@@ -351,7 +355,7 @@ func (r *Reconciler) replace(ctx context.Context, p *plan.NodePlan, want *hns.Wa
 	}
 	st := Status{State: state, Pending: pending}
 	if state == kube.StateConverged {
-		st.Digest = p.Digest
+		st.Digest, st.Routes = p.Digest, routesOf(p)
 	}
 	return st, nil
 }
@@ -388,4 +392,12 @@ func Apply(ctx context.Context, c hns.Client, op hns.Op, attempts int, observe f
 		}
 	}
 	return fmt.Errorf("after %d attempts: %w", attempts, err)
+}
+
+// routesOf is the digest of p's route table head, "" without one.
+func routesOf(p *plan.NodePlan) string {
+	if p.Routes == nil {
+		return ""
+	}
+	return p.Routes.Digest
 }

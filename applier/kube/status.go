@@ -11,7 +11,10 @@ import (
 
 // Annotations the agent keeps on its Node.
 const (
-	AnnotationDigest    = "hnsplan.io/applied-digest"
+	AnnotationDigest = "hnsplan.io/applied-digest"
+	// AnnotationRoutes is the digest of the route table head whose
+	// routes HNS holds.
+	AnnotationRoutes    = "hnsplan.io/applied-routes"
 	AnnotationState     = "hnsplan.io/state"
 	AnnotationLastError = "hnsplan.io/last-error"
 	// AnnotationReadbackMismatch names the fields HNS reads back
@@ -60,6 +63,7 @@ const (
 // Status is what SetStatus publishes.
 type Status struct {
 	Digest string // digest of the plan last applied completely; "" removes the annotation
+	Routes string // digest of its route table's head; "" removes hnsplan.io/applied-routes
 	State  NodeState
 	Error  string // "" removes hnsplan.io/last-error
 	// Mismatch is the read-back mismatches, one line; "" removes
@@ -72,7 +76,7 @@ type Status struct {
 // cache already shows exactly these values, so calling it after every
 // reconcile costs nothing while nothing changes.
 func (c *Client) SetStatus(ctx context.Context, st Status) error {
-	want := map[string]string{AnnotationDigest: st.Digest, AnnotationState: string(st.State), AnnotationLastError: st.Error, AnnotationReadbackMismatch: st.Mismatch}
+	want := map[string]string{AnnotationDigest: st.Digest, AnnotationRoutes: st.Routes, AnnotationState: string(st.State), AnnotationLastError: st.Error, AnnotationReadbackMismatch: st.Mismatch}
 	if n, ok := c.Node(); ok {
 		same := true
 		for k, v := range want {

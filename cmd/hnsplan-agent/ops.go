@@ -54,6 +54,9 @@ func newStatusCmd() *cobra.Command {
 				return &exitError{code: exitUsage, err: fmt.Errorf("-o %q: want text or json", output)}
 			}
 			fmt.Fprintf(out, "node:     %s\nstate:    %s\nplan:     %s (%s)\napplied:  %s\n", st.Node, st.State, orNone(st.Plan), orNone(st.Planned), orNone(st.Applied))
+			if st.AppliedRoutes != "" {
+				fmt.Fprintf(out, "routes:   %s\n", st.AppliedRoutes)
+			}
 			if st.Error != "" {
 				fmt.Fprintf(out, "error:    %s\n", st.Error)
 			}
