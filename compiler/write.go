@@ -165,14 +165,7 @@ func readIndex(dir string) (idx plan.Index, name string, err error) {
 // readRegular reads path, a regular file directly in its directory (not a
 // symlink, which could lead out of it), of at most plan.MaxSize bytes.
 func readRegular(path string) ([]byte, error) {
-	st, err := os.Lstat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s): a plan directory holds only the files compile writes", path, st.Mode().Type())
-	}
-	return plan.ReadFile(path, plan.MaxSize)
+	return plan.ReadRegularFile(path, plan.MaxSize)
 }
 
 // isPlanOf reports whether path is a regular file holding a NodePlan of
@@ -538,7 +531,7 @@ func ReadPlanDir(dir string) (files []File, plans []*plan.NodePlan, ok bool, err
 		}
 		seenPart[e.Name] = true
 		path := filepath.Join(dir, e.File)
-		data, err := readRegular(path)
+		data, err := plan.ReadRegularFile(path, plan.MaxPartSize)
 		if err != nil {
 			return nil, nil, true, err
 		}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -203,10 +201,10 @@ func (d dirParts) sigWhere(name string) string { return plan.SignatureFile(d.pat
 // path stays in the directory.
 func (d dirParts) readPart(name string) (data, sig []byte, err error) {
 	path := d.path(name)
-	if data, err = readNoFollow(path, plan.MaxPartSize); err != nil {
+	if data, err = plan.ReadRegularFile(path, plan.MaxPartSize); err != nil {
 		return nil, nil, err
 	}
-	sig, err = readNoFollow(plan.SignatureFile(path), plan.MaxSignatureSize)
+	sig, err = plan.ReadRegularFile(plan.SignatureFile(path), plan.MaxSignatureSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return data, nil, nil
 	}
@@ -214,38 +212,6 @@ func (d dirParts) readPart(name string) (data, sig []byte, err error) {
 		return nil, nil, fmt.Errorf("%s is larger than %d bytes: not a signature", plan.SignatureFile(path), plan.MaxSignatureSize)
 	}
 	return data, sig, err
-}
-
-// readNoFollow reads the regular file path, at most limit bytes, refusing
-// a symlink (or Windows reparse point), a device, a FIFO or a directory.
-// The file opened must be the one examined, or it was swapped in between.
-func readNoFollow(path string, limit int64) ([]byte, error) {
-	st, err := os.Lstat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s)", path, st.Mode().Type())
-	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("%s: %w: %d bytes, more than %d", path, plan.ErrTooLarge, st.Size(), limit)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if fst, err := f.Stat(); err != nil || !os.SameFile(st, fst) {
-		return nil, fmt.Errorf("%s was replaced while it was read: %w", path, fs.ErrNotExist)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s: %w: more than %d bytes", path, plan.ErrTooLarge, limit)
-	}
-	return data, nil
 }
 
 // ReadSignatureFile reads a detached signature file, nil if there is

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"regexp"
 	"strings"
@@ -74,6 +75,40 @@ func ReadFile(name string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: %w: more than %d bytes", name, ErrTooLarge, limit)
+	}
+	return data, nil
+}
+
+// ReadRegularFile reads name, at most limit bytes, only if it is a regular
+// file itself, not a symlink: readers of a plan directory, or of the parts
+// beside a plan, never follow a link out of it. A file swapped between the
+// check and the read is refused as absent (fs.ErrNotExist), to be read
+// again.
+func ReadRegularFile(name string, limit int64) ([]byte, error) {
+	st, err := os.Lstat(name)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%s)", name, st.Mode().Type())
+	}
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s: %w: %d bytes, more than %d", name, ErrTooLarge, st.Size(), limit)
+	}
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fst, err := f.Stat(); err != nil || !os.SameFile(st, fst) {
+		return nil, fmt.Errorf("%s was replaced while it was read: %w", name, fs.ErrNotExist)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
