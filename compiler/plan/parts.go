@@ -132,9 +132,10 @@ type ProgramChunk struct {
 // name starts with "_", so no plan file can take a part's name.
 func PartFileName(name string) string { return "_" + name + ".json" }
 
-// partName matches the names compile gives parts: routes-<12 hex>,
-// routes-<12 hex>-<2 hex> and program-<12 hex>.
-func checkPartName(name string) error {
+// CheckPartName reports whether name is a part's name as compile gives
+// them: routes-<12 hex>, routes-<12 hex>-<2 hex> and program-<12 hex>;
+// only such names become files and ConfigMaps.
+func CheckPartName(name string) error {
 	kind, rest, _ := strings.Cut(name, "-")
 	hexOK := func(s string, n int) bool {
 		if len(s) != n {
@@ -157,10 +158,6 @@ func checkPartName(name string) error {
 	return nil
 }
 
-// CheckPartName reports whether name is a part's name as compile writes
-// them; only such names become files and ConfigMaps.
-func CheckPartName(name string) error { return checkPartName(name) }
-
 // RouteKey is the key of a route table: the digest of what a node's
 // routes and its plan must agree on.
 func RouteKey(cluster, networking, typ string, vni uint32, port uint16, pools []netip.Prefix) string {
@@ -176,7 +173,7 @@ func RouteKey(cluster, networking, typ string, vni uint32, port uint16, pools []
 // sorts by name; its name comes from key. Shards are filled when it is
 // encoded (EncodeParts).
 func NewRouteTable(cluster, key, typ string, vni uint32, nodes []RouteNode) *RouteTable {
-	slices.SortFunc(nodes, func(a, b RouteNode) int { return cmp.Compare(a.Node, b.Node) })
+	sortRouteNodes(nodes)
 	return &RouteTable{
 		FormatVersion: FormatVersion, Kind: KindRouteTable, Cluster: cluster,
 		Name: "routes-" + short(key), Key: key, Type: typ, IsolationId: vni, Nodes: nodes,

@@ -516,3 +516,21 @@ func TestCheckPartName(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodePartsRefusesTwoTablesOfOneName: plans of two compiles whose
+// tables share a key but not their entries cannot be written together,
+// or one table would silently stand for both.
+func TestEncodePartsRefusesTwoTablesOfOneName(t *testing.T) {
+	key := RouteKey("c", "calico-vxlan", RoutesRemoteSubnet, 4096, 4789, nil)
+	a := &NodePlan{Node: "win-1", Cluster: "c"}
+	b := &NodePlan{Node: "win-2", Cluster: "c"}
+	a.SetRoutes(NewRouteTable("c", key, RoutesRemoteSubnet, 4096, routeNodes(3)))
+	b.SetRoutes(NewRouteTable("c", key, RoutesRemoteSubnet, 4096, routeNodes(4)))
+	if _, err := EncodeParts([]*NodePlan{a, b}); err == nil || !strings.Contains(err.Error(), "two different parts named") {
+		t.Fatalf("EncodeParts = %v, want an error naming the two parts", err)
+	}
+	b.SetRoutes(NewRouteTable("c", key, RoutesRemoteSubnet, 4096, routeNodes(3)))
+	if _, err := EncodeParts([]*NodePlan{a, b}); err != nil {
+		t.Fatalf("EncodeParts of two equal tables: %v", err)
+	}
+}

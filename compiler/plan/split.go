@@ -60,7 +60,12 @@ func EncodeParts(plans []*NodePlan) ([]EncodedPart, error) {
 	}
 	slices.SortFunc(out, func(a, b EncodedPart) int { return cmp.Compare(a.Name, b.Name) })
 	// Equal content has equal names: two programs of the same policies
-	// are one part.
+	// are one part. Two tables of one key but other entries are not.
+	for i := 1; i < len(out); i++ {
+		if out[i].Name == out[i-1].Name && out[i].Digest != out[i-1].Digest {
+			return nil, fmt.Errorf("plan: two different parts named %s: the plans come from different compiles", out[i].Name)
+		}
+	}
 	return slices.CompactFunc(out, func(a, b EncodedPart) bool { return a.Name == b.Name }), nil
 }
 
