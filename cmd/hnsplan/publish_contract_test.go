@@ -1,0 +1,32 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/hnsplan/hnsplan/applier/planwatch"
+	"github.com/hnsplan/hnsplan/compiler/plan"
+)
+
+// TestPublishSpeaksTheAgentsNames: publish repeats the ConfigMap names the
+// agent reads (so that the CLI does not depend on the agent's code); a
+// change on one side only would publish what no agent finds.
+func TestPublishSpeaksTheAgentsNames(t *testing.T) {
+	for _, c := range []struct{ what, publish, agent string }{
+		{"namespace", publishNamespace, planwatch.ConfigMapNamespace},
+		{"plan key", publishKey, planwatch.ConfigMapKey},
+		{"plan signature key", publishSigKey, planwatch.ConfigMapSignatureKey},
+		{"plan ConfigMap name", configMapName("win-1"), planwatch.ConfigMapName("win-1")},
+		{"part key", partKey, planwatch.PartConfigMapKey},
+		{"part signature key", partSigKey, planwatch.PartConfigMapSignatureKey},
+		{"part label", labelPart, planwatch.PartLabel},
+	} {
+		if c.publish != c.agent {
+			t.Errorf("%s: publish writes %q, the agent reads %q", c.what, c.publish, c.agent)
+		}
+	}
+	for _, k := range []string{plan.KindRouteTable, plan.KindRouteShard, plan.KindProgramChunk} {
+		if got, want := partLabel(k), planwatch.PartLabelValue(k); got != want {
+			t.Errorf("part label of %s: publish writes %q, the agent reads %q", k, got, want)
+		}
+	}
+}
