@@ -29,6 +29,7 @@ const (
 	RuleBlockInvalid  = "ipam-block-invalid"
 	RuleNoBlock       = "ipam-no-block"
 	RulePodIPOutside  = "pod-ip-outside-block"
+	RulePodIPDup      = "pod-ip-duplicate"
 	RuleACLBudget     = "policy-acl-budget"
 	macPrefix         = "0E-2A"
 	calicoMACAnnot    = "projectcalico.org/VXLANTunnelMACAddr"
@@ -58,7 +59,13 @@ func compile(res *Result, cat check.Catalog, prog *plan.Program) diag.List {
 	in := res.Intent
 	c := &compilation{in: in, c: in.Cluster, cat: cat, t: topology.New(in.Cluster)}
 	c.podCIDRs = usesPodCIDR(in.Cluster)
-	c.ipam = ipam.Assign(c.t, in.Inventory, in.Lock, c.podCIDRs)
+	if in.Cluster.PolicyOnly() {
+		// The CNI assigns the Windows pods' addresses: no block is the
+		// compiler's to give.
+		c.ipam = &ipam.Result{Blocks: map[string]ipam.Block{}}
+	} else {
+		c.ipam = ipam.Assign(c.t, in.Inventory, in.Lock, c.podCIDRs)
+	}
 	for _, p := range c.ipam.Problems {
 		rule := RuleNoBlock
 		if p.Kind == "invalid" {
@@ -82,6 +89,10 @@ func compile(res *Result, cat check.Catalog, prog *plan.Program) diag.List {
 	}
 	res.Program, res.IPAM = c.program, c.ipam
 	for _, n := range c.t.Windows {
+		if in.Cluster.PolicyOnly() {
+			res.Plans = append(res.Plans, c.policyOnlyPlan(n))
+			continue
+		}
 		b, ok := c.ipam.Blocks[n.Name]
 		if !ok {
 			continue
@@ -338,6 +349,9 @@ func (c *compilation) natExceptions(n *intent.Node) []netip.Prefix {
 // cluster knows. A plan's routes are the table less its own node; nil when
 // the networking leaves routes to others (BGP, flanneld, the cloud).
 func (c *compilation) remotes() {
+	if c.c.PolicyOnly() {
+		return // the CNI's network: its owner routes
+	}
 	var typ string
 	var vni uint32
 	var port uint16
@@ -379,7 +393,7 @@ func (c *compilation) routes(p *plan.NodePlan) {
 	switch c.c.Networking {
 	case intent.CalicoBGP:
 		p.Routing = "bgp"
-	case intent.FlannelHostGW:
+	case intent.FlannelHostGW, intent.FlannelVXLAN:
 		p.Routing = "flanneld"
 	case intent.CloudProvider:
 		p.Routing = "cloud-provider"
@@ -434,6 +448,56 @@ func (c *compilation) render(key string, hosts []netip.Addr) ([]plan.ACL, error)
 	return append(in, out...), err
 }
 
+// policyOnlyPlan is the plan of a node whose network and pod endpoints
+// are the CNI's: the networks to find the endpoints on, the policy
+// program, and, with an inventory, the node's pods with their ACL lists.
+func (c *compilation) policyOnlyPlan(n *intent.Node) *plan.NodePlan {
+	p := &plan.NodePlan{
+		FormatVersion: plan.FormatVersion, Kind: plan.Kind, Node: n.Name,
+		Cluster: c.c.Name, Networking: string(c.c.Networking),
+		PolicyOnly: &plan.PolicyOnly{Owner: c.c.CNI(), Networks: slices.Clone(c.c.Windows.NetworkMatch)},
+	}
+	c.routes(p)
+	p.Program = c.program
+	pods := c.podsByNode[n.Name]
+	slices.SortFunc(pods, func(a, b *intent.Pod) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	// Kubelet probes come from the node's own address.
+	hosts := []netip.Addr{n.Addr}
+	seen := map[netip.Addr]string{}
+	for _, pod := range pods {
+		ip, err := netip.ParseAddr(policy.PodIP(pod))
+		if err != nil || pod.Status.Phase == "Succeeded" || pod.Status.Phase == "Failed" {
+			continue // not networked yet, or its endpoint is gone
+		}
+		name := pod.Namespace + "/" + pod.Name
+		if other, dup := seen[ip]; dup {
+			c.report(RulePodIPDup, n.Name, pod.Source.Pos, "status.podIP",
+				"pod %s on node %s has address %s, which pod %s has too: it gets no endpoint in the plan", name, n.Name, ip, other)
+			continue
+		}
+		seen[ip] = name
+		ep := plan.Endpoint{Pod: name, IpConfigurations: []plan.IpConfig{{IpAddress: ip, PrefixLength: ip.BitLen()}}}
+		if c.renderer != nil {
+			acls, err := c.render(name, hosts)
+			if err != nil {
+				c.report(RuleACLBudget, n.Name, pod.Source.Pos, "", "pod %s: %v", name, err)
+				continue
+			}
+			if len(acls) > aclBudget {
+				c.report(RuleACLBudget, n.Name, pod.Source.Pos, "",
+					"pod %s gets %d ACLs (more than %d): every policy update reprograms them all, and programming slows; consider narrower selectors or fewer rules", name, len(acls), aclBudget)
+			}
+			for _, a := range acls {
+				ep.Policies = append(ep.Policies, plan.NewPolicy(a))
+			}
+		}
+		p.Endpoints = append(p.Endpoints, ep)
+	}
+	return p
+}
+
 // endpoints renders the node's pod endpoints from the inventory.
 func (c *compilation) endpoints(p *plan.NodePlan, n *intent.Node, b ipam.Block) {
 	hosts := []netip.Addr{n.Addr, b.HostEndpoint()}
@@ -441,12 +505,19 @@ func (c *compilation) endpoints(p *plan.NodePlan, n *intent.Node, b ipam.Block) 
 	slices.SortFunc(pods, func(a, b *intent.Pod) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
+	seen := map[netip.Addr]string{}
 	for _, pod := range pods {
 		ip, err := netip.ParseAddr(policy.PodIP(pod))
-		if err != nil {
-			continue // not networked yet
+		if err != nil || pod.Status.Phase == "Succeeded" || pod.Status.Phase == "Failed" {
+			continue // not networked yet, or its endpoint is gone
 		}
 		name := pod.Namespace + "/" + pod.Name
+		if other, dup := seen[ip]; dup {
+			c.report(RulePodIPDup, n.Name, pod.Source.Pos, "status.podIP",
+				"pod %s on node %s has address %s, which pod %s has too: it gets no endpoint in the plan", name, n.Name, ip, other)
+			continue
+		}
+		seen[ip] = name
 		switch {
 		case !b.Prefix.Contains(ip):
 			c.report(RulePodIPOutside, n.Name, pod.Source.Pos, "status.podIP",

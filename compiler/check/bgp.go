@@ -48,6 +48,9 @@ func bgp(x *checker) {
 	}
 	switch x.c.Platform {
 	case "aws", "eks", "azure", "aks", "gcp":
+		if x.c.PolicyOnly() {
+			break // the agent creates no vSwitch
+		}
 		x.report("cloud-metadata-route", "", []any{"platform"},
 			"on %s, creating the HNS vSwitch can remove the route to the cloud metadata service; the agent snapshots host routes and restores them", x.c.Platform)
 	}

@@ -84,14 +84,26 @@ func Run(in *intent.Intent, cat Catalog) diag.List {
 		x.findings.Add(diag.Finding{Rule: "schema", Severity: diag.Error, Path: path("pools", e.Pool, "nodeSelector"),
 			Pos: x.c.Pos("pools", e.Pool, "nodeSelector"), Message: fmt.Sprintf("nodeSelector is not a Calico selector: %v", e.Err)})
 	}
-	for _, family := range families {
+	fams := families
+	if in.Cluster.PolicyOnly() {
+		// The CNI's network: its encapsulation, IPAM and NAT are not the
+		// intent's to check.
+		fams = policyOnlyFamilies
+	}
+	for _, family := range fams {
 		family(x)
 	}
+	networkOwner(x)
 	return x.findings
 }
 
 // families are the rule families in catalog order.
 var families = []func(*checker){encapsulation, ipam, bgp, nat, platform, services, calico}
+
+// policyOnlyFamilies are those of a cluster whose Windows network another
+// program owns (windows.networkOwner cni): what the plans hold there is the
+// policy, and what the nodes, pods and Services must meet.
+var policyOnlyFamilies = []func(*checker){bgp, platform, services, calico}
 
 // hasWindows reports whether the cluster has Windows nodes: most rules
 // are about them only.

@@ -148,6 +148,15 @@ func managedPlatform(x *checker) {
 			x.c.Platform, x.c.Networking, cni)
 	default:
 		x.report("managed-platform-policy-only", "", []any{"platform"},
-			"platform %s: %s networks the Windows pods and assigns their addresses; Calico for Windows enforces network policy only, so the intent's pools, IPAM and VXLAN settings do not apply to Windows pods", x.c.Platform, cni)
+			"platform %s: %s networks the Windows pods and assigns their addresses; hnsplan enforces network policy only (on the pod endpoints of the HNS networks %s), so the intent's pools, IPAM and VXLAN settings do not apply to Windows pods", x.c.Platform, cni, quoteAll(x.c.Windows.NetworkMatch))
 	}
+}
+
+// quoteAll lists strings quoted: "azure.*", "vxlan0".
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
 }

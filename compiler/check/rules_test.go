@@ -119,6 +119,7 @@ var testedElsewhere = map[string]string{
 	"ipam-block-invalid":   "compiler TestModes/calico-vxlan-conflicts",
 	"ipam-no-block":        "compiler TestModes/calico-vxlan-pinned",
 	"pod-ip-outside-block": "compiler TestModes/calico-vxlan-inventory",
+	"pod-ip-duplicate":     "compiler TestModes/aks-policy-only",
 }
 
 // TestEveryRuleHasACase fails for a vet-time or policy rule of the catalog
@@ -161,6 +162,9 @@ var addedRules = map[string]string{
 	"managed-platform-cni":         calicoReq30 + " (What's supported: EKS: VPC CNI; AKS: Azure CNI)",
 	"managed-platform-policy-only": calicoReq30 + " (What's supported: EKS: VPC CNI; AKS: Azure CNI)",
 	"calico-config-drift":          "hnsplan's own: the live Calico configuration (--inventory) against the intent",
+	"network-owner":                calicoReq30 + " (What's supported: EKS: VPC CNI; AKS: Azure CNI: Calico enforces policy only there); hnsplan's own for flannel-vxlan: flanneld programs its routes",
+	"network-match-missing":        "hnsplan's own: the HNS networks a policy-only agent finds pod endpoints on (Calico's KUBE_NETWORK)",
+	"network-match-ignored":        "hnsplan's own: windows.networkMatch without a CNI that owns the network",
 }
 
 // changedRules are rules whose data the review against the current

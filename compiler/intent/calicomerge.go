@@ -204,9 +204,11 @@ func pathKey(path []any) string { return fmt.Sprintf("%q", path) }
 func prefixList(ps []netip.Prefix) string { return fmt.Sprint(ps) }
 
 // requireStrictAffinity reports a strictAffinity given neither in CUE nor
-// by an IPAMConfiguration of the intent: it has no safe default.
+// by an IPAMConfiguration of the intent: it has no safe default. A
+// cluster whose Windows network a CNI owns needs none: the CNI gives the
+// Windows pods their addresses.
 func requireStrictAffinity(user cue.Value, src *source, cfg *CalicoConfig, errs *diag.List) {
-	if !user.Exists() || !user.LookupPath(cue.ParsePath("cluster")).Exists() {
+	if !user.Exists() || !user.LookupPath(cue.ParsePath("cluster")).Exists() || userPolicyOnly(user) {
 		return
 	}
 	for _, r := range cfg.IPAMConfigs {
@@ -220,6 +222,21 @@ func requireStrictAffinity(user cue.Value, src *source, cfg *CalicoConfig, errs 
 	at := []cue.Selector{cue.Str("cluster"), cue.Str("ipam")}
 	errs.Add(diag.Finding{Rule: RuleSchema, Severity: diag.Error, Path: "cluster.ipam.strictAffinity", Pos: src.posOf(at),
 		Message: "field \"strictAffinity\" is required but not present: set cluster.ipam.strictAffinity (Windows nodes need true), or give it in a projectcalico.org/v3 IPAMConfiguration \"default\" in the intent directory"})
+}
+
+// userPolicyOnly says whether the user's own value (before the schema's
+// defaults) makes a CNI the Windows network's owner, as Cluster.PolicyOnly
+// does for the decoded cluster.
+func userPolicyOnly(user cue.Value) bool {
+	str := func(path string) string {
+		s, _ := user.LookupPath(cue.ParsePath(path)).String()
+		return s
+	}
+	owner := str("cluster.windows.networkOwner")
+	if owner == "" {
+		owner = defaultOwner(Networking(str("cluster.networking")), str("cluster.platform"))
+	}
+	return owner == OwnerCNI
 }
 
 // requirePoolCIDRs reports a CUE pool without a cidr that no IPPool of the

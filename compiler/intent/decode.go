@@ -43,6 +43,8 @@ type wireCluster struct {
 	Felix   Felix `json:"felix"`
 	Windows struct {
 		NetworkName                   string    `json:"networkName"`
+		NetworkOwner                  string    `json:"networkOwner"`
+		NetworkMatch                  []string  `json:"networkMatch"`
 		UseSingleNetwork              bool      `json:"useSingleNetwork"`
 		DisableHostSubnetNATExclusion bool      `json:"disableHostSubnetNATExclusion"`
 		NATExceptions                 []string  `json:"natExceptions"`
@@ -164,6 +166,27 @@ func decodeCluster(data []byte, src *source, errs *diag.List, partial bool) *Clu
 	}
 	if r := wc.Windows.Rollout; r != nil {
 		c.Windows.Rollout = &Rollout{MaxUnavailable: fmt.Sprint(r.MaxUnavailable), Order: r.Order}
+	}
+	c.Windows.NetworkOwner = wc.Windows.NetworkOwner
+	if c.Windows.NetworkOwner == "" {
+		c.Windows.NetworkOwner = defaultOwner(c.Networking, c.Platform)
+	}
+	c.Windows.NetworkMatch, c.Windows.NetworkMatchSet = wc.Windows.NetworkMatch, wc.Windows.NetworkMatch != nil
+	for i, m := range c.Windows.NetworkMatch {
+		if err := plan.CheckNetworkPattern(m); err != nil {
+			errs.Errorf(RuleSchema, c.Pos("windows", "networkMatch", i), cuePath([]any{"windows", "networkMatch", i}), "%v", err)
+		}
+	}
+	if n := len(c.Windows.NetworkMatch); n > plan.MaxNetworkPatterns {
+		errs.Errorf(RuleSchema, c.Pos("windows", "networkMatch"), "cluster.windows.networkMatch", "%d patterns: give at most %d (a pattern can match many names: \"azure.*\")", n, plan.MaxNetworkPatterns)
+	}
+	switch {
+	case c.Windows.NetworkOwner != OwnerCNI:
+	case c.Windows.NetworkMatchSet:
+	case c.written("windows", "networkName"):
+		c.Windows.NetworkMatch = []string{regexp.QuoteMeta(c.Windows.NetworkName)}
+	default:
+		c.Windows.NetworkMatch = defaultNetworkMatch(c)
 	}
 
 	for _, name := range slices.Sorted(maps.Keys(wc.Pools)) {

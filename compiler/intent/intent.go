@@ -103,7 +103,17 @@ type Felix struct {
 
 // Windows holds the settings of the Windows nodes' HNS networking.
 type Windows struct {
-	NetworkName                   string
+	NetworkName string
+	// NetworkOwner is who creates the network and the pod endpoints:
+	// OwnerHnsplan, or OwnerCNI (the platform's CNI or flanneld; hnsplan
+	// enforces network policy only). The default is filled in.
+	NetworkOwner string
+	// NetworkMatch are the RE2 patterns (each matched against a whole
+	// network name) of the networks the pods' endpoints are on, with
+	// OwnerCNI: written, or the default of the CNI; nil with
+	// OwnerHnsplan. NetworkMatchSet says they were written.
+	NetworkMatch                  []string
+	NetworkMatchSet               bool
 	UseSingleNetwork              bool
 	DisableHostSubnetNATExclusion bool
 	NATExceptions                 []netip.Prefix
@@ -157,6 +167,70 @@ type Node struct {
 	SourceDestCheckDisabled *bool
 	RemoteAccessInstalled   *bool
 	MACSpoofing             *bool
+}
+
+// Network owners (windows.networkOwner).
+const (
+	OwnerHnsplan = "hnsplan"
+	OwnerCNI     = "cni"
+)
+
+// PolicyOnly reports whether another program (the platform's CNI,
+// flanneld) owns the Windows nodes' HNS network and pod endpoints: the
+// plans then hold the policy and the networks to find the endpoints on,
+// and nothing to create.
+func (c *Cluster) PolicyOnly() bool { return c.Windows.NetworkOwner == OwnerCNI }
+
+// CNI names the program that owns the Windows pods' network when hnsplan
+// does not (PolicyOnly): "azure-cni", "vpc-cni", "flanneld", or "cni"
+// when the intent does not say which.
+func (c *Cluster) CNI() string {
+	switch c.Networking {
+	case FlannelVXLAN, FlannelHostGW:
+		return "flanneld"
+	case CloudProvider:
+		switch c.Platform {
+		case "aks", "azure":
+			return "azure-cni"
+		case "eks", "aws":
+			return "vpc-cni"
+		}
+	}
+	return "cni"
+}
+
+// defaultOwner is windows.networkOwner when the intent does not set it:
+// the CNI owns the network where hnsplan cannot (the managed platforms'
+// CNIs; flanneld's VXLAN network, whose routes flanneld programs).
+func defaultOwner(n Networking, platform string) string {
+	switch {
+	case n == CloudProvider && (platform == "aks" || platform == "eks"), n == FlannelVXLAN:
+		return OwnerCNI
+	}
+	return OwnerHnsplan
+}
+
+// defaultNetworkMatch is windows.networkMatch when the intent does not set
+// it: what each CNI names its HNS network (docs/aks.md, docs/eks.md,
+// docs/flannel.md give the sources), or nil when that is not known.
+func defaultNetworkMatch(c *Cluster) []string {
+	switch c.CNI() {
+	case "azure-cni":
+		// azure (the conflist's name), azure-vlan<id>-<subnet> (multitenancy),
+		// azure-<MAC> (delegated NICs): Calico's KUBE_NETWORK "azure.*".
+		return []string{"azure.*"}
+	case "vpc-cni":
+		// vpc-bridge's "<conf name>br<ENI MAC>", vpcbr0ea1551f9f9a: Calico's "vpc.*".
+		return []string{"vpc.*"}
+	case "flanneld":
+		if c.Networking == FlannelHostGW {
+			return []string{"cbr0"} // the host-gw backend's default name
+		}
+		// The vxlan backend's default name flannel.<VNI>; Microsoft's SDN
+		// scripts name it vxlan0.
+		return []string{`flannel\.[0-9]+`, "vxlan0"}
+	}
+	return nil
 }
 
 // IsWindows reports whether n is a Windows node.

@@ -282,6 +282,18 @@ func TestValidatePlanRejects(t *testing.T) {
 		{"unknown field in network", vxlan, func(m map[string]any) {
 			obj(m, "network")["MacPool"] = map[string]any{}
 		}, "network.MacPool", "not allowed"},
+		{"policy-only with a network", vxlan, func(m map[string]any) {
+			m["policyOnly"] = map[string]any{"owner": "azure-cni", "networks": []any{"azure.*"}}
+		}, "network", "a policy-only plan creates no network"},
+		{"owned without a network", vxlan, func(m map[string]any) {
+			delete(m, "network")
+		}, "network", "required"},
+		{"policy-only of an unknown owner", vxlan, func(m map[string]any) {
+			for _, k := range []string{"network", "hostEndpoint", "podEndpoint", "routeTable"} {
+				delete(m, k)
+			}
+			m["policyOnly"] = map[string]any{"owner": "weave", "networks": []any{"azure.*"}}
+		}, "policyOnly.owner", "weave"},
 		{"unknown top-level field", vxlan, func(m map[string]any) {
 			m["generatedAt"] = "2026-01-01"
 		}, "generatedAt", "not allowed"},

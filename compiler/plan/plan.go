@@ -31,14 +31,22 @@ type NodePlan struct {
 	Digest     string `json:"digest"`
 	Cluster    string `json:"cluster"`
 	Networking string `json:"networking"` // the intent's networking mode
+	// PolicyOnly is set when another program (the platform's CNI,
+	// flanneld) owns the node's network and pod endpoints: the agent
+	// programs their ACLs only. Network, HostEndpoint and PodEndpoint are
+	// then empty (and left out), and no route table is named. Readers
+	// before it refuse such a plan: its empty network is of no type they
+	// program (Validate).
+	PolicyOnly *PolicyOnly `json:"policyOnly,omitempty"`
 
 	// Network is the node's HNS network. Its Immutable list names the
 	// fields that HNS cannot change in place: a change to any is a replace
 	// (drain, delete, recreate).
-	Network Network `json:"network"`
+	Network Network `json:"network,omitzero"`
 	// SingleNetwork is windows_use_single_network: one network, one block
-	// per host. Flipping it can leak HNS endpoints; drain first.
-	SingleNetwork bool `json:"singleNetwork"`
+	// per host. Flipping it can leak HNS endpoints; drain first. Absent
+	// is false (a policy-only plan's network is not the agent's).
+	SingleNetwork bool `json:"singleNetwork,omitempty"`
 	// Replacement is how the agent may recreate the network when an
 	// immutable property changes: "drain" (cordon, evict, recreate,
 	// uncordon; the default when empty) or "manual" (wait for
@@ -48,7 +56,7 @@ type NodePlan struct {
 	// nil for the defaults (one node at a time).
 	Rollout *Rollout `json:"rollout,omitempty"`
 	// HostEndpoint is the node's own endpoint on the network (Calico_ep).
-	HostEndpoint Endpoint `json:"hostEndpoint"`
+	HostEndpoint Endpoint `json:"hostEndpoint,omitzero"`
 	// RouteTable names the route table that holds the routes to the
 	// other nodes' pod blocks (the VXLAN routes of an Overlay network, the
 	// host routes of static-routes); nil when the node takes no routes
@@ -59,7 +67,7 @@ type NodePlan struct {
 	// "cloud-provider"; empty when a route table does.
 	Routing string `json:"routing,omitempty"`
 	// PodEndpoint is what every pod endpoint on the node gets.
-	PodEndpoint PodEndpointTemplate `json:"podEndpoint"`
+	PodEndpoint PodEndpointTemplate `json:"podEndpoint,omitzero"`
 	// ProgramChunks name the chunks of the policy program, in order;
 	// absent when the intent has no network policy.
 	ProgramChunks []PartRef `json:"programChunks,omitempty"`

@@ -9,50 +9,16 @@ import (
 
 // WriteText writes p for a person reviewing a dry run: grouped like
 // `Get-HnsNetwork | Format-List` and `Get-HnsEndpoint`, one section per
-// object, HNS's own names.
+// object, HNS's own names. A policy-only plan says whose the network is
+// and what the agent does there.
 func WriteText(w io.Writer, p *NodePlan) error {
 	tw := &textWriter{w: w}
 	tw.line(0, "Node %s    %s, plan %s", p.Node, p.Networking, shortDigest(p.Digest))
-	n := p.Network
-	tw.line(1, "Network %s", n.Name)
-	tw.field(2, "Type", n.Type)
-	for _, ipam := range n.Ipams {
-		for _, s := range ipam.Subnets {
-			tw.field(2, "Subnet", s.IpAddressPrefix.String())
-			for _, pol := range s.Policies {
-				tw.field(3, "Policy", describe(pol))
-			}
-			for _, r := range s.Routes {
-				tw.field(3, "Route", fmt.Sprintf("%s via %s", r.DestinationPrefix, r.NextHop))
-			}
-		}
+	if p.PolicyOnly != nil {
+		tw.policyOnly(p)
+	} else {
+		tw.owned(p)
 	}
-	for _, pol := range n.Policies {
-		tw.field(2, "Policy", describe(pol))
-	}
-	tw.field(2, "Immutable", strings.Join(n.Immutable, ", ")+"  (a change recreates the network: drain first)")
-	if p.Routing != "" {
-		tw.field(2, "Routes", "to other nodes programmed by "+p.Routing)
-	}
-
-	tw.endpoint(1, "HostEndpoint", p.HostEndpoint)
-
-	t := p.PodEndpoint
-	tw.line(1, "PodEndpoint (every pod on the node)")
-	tw.field(2, "Gateway", t.Gateway.String())
-	tw.field(2, "MacAddress", t.MacAddressRule)
-	dns := t.DnsSearch
-	if len(t.DnsServers) > 0 {
-		dns += "  servers " + addrs(t.DnsServers)
-	}
-	tw.field(2, "Dns", dns)
-	for _, r := range t.Routes {
-		tw.field(2, "Route", fmt.Sprintf("%s via %s", r.DestinationPrefix, r.NextHop))
-	}
-	for _, pol := range t.Policies {
-		tw.field(2, "Policy", describe(pol))
-	}
-
 	if p.Program != nil {
 		policies := 0
 		var tiers []string
@@ -96,6 +62,67 @@ func WriteText(w io.Writer, p *NodePlan) error {
 		}
 	}
 	return tw.err
+}
+
+// policyOnly writes whose a policy-only plan's network is and what the
+// agent does there.
+func (tw *textWriter) policyOnly(p *NodePlan) {
+	po := p.PolicyOnly
+	q := make([]string, len(po.Networks))
+	for i, n := range po.Networks {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	tw.line(1, "Network of %s (policy only)", po.Owner)
+	tw.field(2, "Name", "matches "+strings.Join(q, ", ")+" (the whole name)")
+	tw.field(2, po.Owner, "creates the network and the pod endpoints, and their policies but the ACLs")
+	tw.field(2, "hnsplan", "programs the pod endpoints' ACLs, finding each by its pod's address; creates, deletes and replaces nothing")
+	if p.Routing != "" {
+		tw.field(2, "Routes", "to other nodes programmed by "+p.Routing)
+	}
+}
+
+// owned writes the network, host endpoint and pod template of a plan
+// whose network the agent owns.
+func (tw *textWriter) owned(p *NodePlan) {
+	n := p.Network
+	tw.line(1, "Network %s", n.Name)
+	tw.field(2, "Type", n.Type)
+	for _, ipam := range n.Ipams {
+		for _, s := range ipam.Subnets {
+			tw.field(2, "Subnet", s.IpAddressPrefix.String())
+			for _, pol := range s.Policies {
+				tw.field(3, "Policy", describe(pol))
+			}
+			for _, r := range s.Routes {
+				tw.field(3, "Route", fmt.Sprintf("%s via %s", r.DestinationPrefix, r.NextHop))
+			}
+		}
+	}
+	for _, pol := range n.Policies {
+		tw.field(2, "Policy", describe(pol))
+	}
+	tw.field(2, "Immutable", strings.Join(n.Immutable, ", ")+"  (a change recreates the network: drain first)")
+	if p.Routing != "" {
+		tw.field(2, "Routes", "to other nodes programmed by "+p.Routing)
+	}
+
+	tw.endpoint(1, "HostEndpoint", p.HostEndpoint)
+
+	t := p.PodEndpoint
+	tw.line(1, "PodEndpoint (every pod on the node)")
+	tw.field(2, "Gateway", t.Gateway.String())
+	tw.field(2, "MacAddress", t.MacAddressRule)
+	dns := t.DnsSearch
+	if len(t.DnsServers) > 0 {
+		dns += "  servers " + addrs(t.DnsServers)
+	}
+	tw.field(2, "Dns", dns)
+	for _, r := range t.Routes {
+		tw.field(2, "Route", fmt.Sprintf("%s via %s", r.DestinationPrefix, r.NextHop))
+	}
+	for _, pol := range t.Policies {
+		tw.field(2, "Policy", describe(pol))
+	}
 }
 
 // liveRoutes says what of p's routes only the live cluster knows: the

@@ -100,9 +100,10 @@ func Validate(p *NodePlan) error {
 }
 
 type validator struct {
-	problems []Problem
-	subnets  []netip.Prefix // the network's: the node's own block
-	overlay  bool
+	problems   []Problem
+	subnets    []netip.Prefix // the network's: the node's own block
+	overlay    bool
+	policyOnly bool // the network is another's: pod endpoints have any address
 }
 
 func (v *validator) bad(path, format string, args ...any) {
@@ -154,8 +155,12 @@ func (v *validator) plan(p *NodePlan) {
 		}
 		v.str("rollout.order", r.Order, 317)
 	}
-	v.network(&p.Network)
-	v.endpoint("hostEndpoint", &p.HostEndpoint, true)
+	if p.PolicyOnly != nil {
+		v.policyOnlyPlan(p)
+	} else {
+		v.network(&p.Network)
+		v.endpoint("hostEndpoint", &p.HostEndpoint, true)
+	}
 	// A plan without the parts it names would remove every route or ACL
 	// they hold: it is not a plan to apply (Parts.Assemble).
 	if r := p.RouteTable; r != nil && (p.Routes == nil || p.Routes.Name != r.Name || p.Routes.Key != r.Key) {
@@ -167,7 +172,9 @@ func (v *validator) plan(p *NodePlan) {
 	if p.Routes != nil {
 		v.routes(p)
 	}
-	v.podTemplate(&p.PodEndpoint)
+	if p.PolicyOnly == nil {
+		v.podTemplate(&p.PodEndpoint)
+	}
 	if v.bounded("endpoints", len(p.Endpoints), MaxEndpoints) {
 		seen := map[netip.Addr]int{}
 		for i := range p.Endpoints {
@@ -191,6 +198,58 @@ func (v *validator) plan(p *NodePlan) {
 			v.bounded(idx("unresolved", i)+".nodes", len(u.Nodes), MaxEndpoints)
 		}
 	}
+}
+
+// policyOnlyPlan checks what a policy-only plan holds: the owner and the
+// network patterns, and nothing to create (no network, host endpoint,
+// pod template or route table: those are the owner's).
+func (v *validator) policyOnlyPlan(p *NodePlan) {
+	v.policyOnly = true
+	po := p.PolicyOnly
+	v.name("policyOnly.owner", po.Owner)
+	if len(po.Networks) == 0 {
+		v.bad("policyOnly.networks", "no network pattern: the agent would find no pod endpoint to program")
+	}
+	if v.bounded("policyOnly.networks", len(po.Networks), MaxNetworkPatterns) {
+		for i, n := range po.Networks {
+			if err := CheckNetworkPattern(n); err != nil {
+				v.bad(idx("policyOnly.networks", i), "%v", err)
+			}
+		}
+	}
+	if !isZeroNetwork(&p.Network) {
+		v.bad("network", "a policy-only plan creates no network: the network is %s's", po.Owner)
+	}
+	if !isZeroEndpoint(&p.HostEndpoint) {
+		v.bad("hostEndpoint", "a policy-only plan creates no host endpoint: the network is %s's", po.Owner)
+	}
+	if !isZeroTemplate(&p.PodEndpoint) {
+		v.bad("podEndpoint", "a policy-only plan has no pod endpoint template: %s creates the pod endpoints", po.Owner)
+	}
+	if p.RouteTable != nil {
+		v.bad("routeTable", "a policy-only plan programs no routes: %s does", po.Owner)
+	}
+	for i := range p.Endpoints {
+		for j, pol := range p.Endpoints[i].Policies {
+			if _, ok := pol.Settings.(ACL); !ok {
+				v.bad(idx(idx("endpoints", i)+".Policies", j), "a %s policy: a policy-only plan programs the ACLs of %s's endpoints only", pol.Type, po.Owner)
+			}
+		}
+	}
+}
+
+func isZeroNetwork(n *Network) bool {
+	return n.Name == "" && n.Type == "" && len(n.Ipams) == 0 && len(n.Policies) == 0 && len(n.Immutable) == 0
+}
+
+func isZeroEndpoint(e *Endpoint) bool {
+	return e.Name == "" && len(e.IpConfigurations) == 0 && e.MacAddress == "" && e.Dns == nil && len(e.Routes) == 0 &&
+		len(e.Policies) == 0 && e.Flags == 0 && e.Attach == "" && e.Pod == ""
+}
+
+func isZeroTemplate(t *PodEndpointTemplate) bool {
+	return !t.Gateway.IsValid() && t.MacAddressRule == "" && t.DnsSearch == "" && len(t.DnsServers) == 0 &&
+		len(t.Routes) == 0 && len(t.Policies) == 0
 }
 
 // routes checks the route table a plan was assembled with: its entries,
@@ -429,6 +488,14 @@ func (v *validator) endpoint(path string, e *Endpoint, host bool) {
 		cp := path + ".IpConfigurations[0]"
 		if !c.IpAddress.IsValid() {
 			v.bad(cp+".IpAddress", "missing")
+		} else if v.policyOnly {
+			// The owner's network: any address its IPAM gave.
+			if c.PrefixLength < 0 || c.PrefixLength > c.IpAddress.BitLen() {
+				v.bad(cp+".PrefixLength", "%d is not a prefix length of %s", c.PrefixLength, c.IpAddress)
+			}
+			if e.Pod == "" {
+				v.bad(path+".Pod", "empty: a policy-only plan finds a pod's endpoint by the pod's address")
+			}
 		} else if s, ok := v.inSubnets(c.IpAddress); !ok {
 			v.bad(cp+".IpAddress", "%s is outside the network's subnets %v", c.IpAddress, v.subnets)
 		} else if c.PrefixLength != s.Bits() {

@@ -174,3 +174,76 @@ func TestValidateBoundsProblems(t *testing.T) {
 		t.Errorf("error does not say more were omitted: %v", err)
 	}
 }
+
+// policyOnlyPlan is a valid policy-only plan: Azure CNI's network, one
+// pod with a VNet address and an ACL.
+func policyOnlyPlan() *NodePlan {
+	return &NodePlan{FormatVersion: FormatVersion, Kind: Kind, Node: "aks-win-1", Cluster: "aks", Networking: "cloud-provider",
+		PolicyOnly: &PolicyOnly{Owner: "azure-cni", Networks: []string{"azure.*"}}, Routing: "cloud-provider",
+		Endpoints: []Endpoint{{Pod: "default/web", IpConfigurations: []IpConfig{{IpAddress: netip.MustParseAddr("10.224.0.40"), PrefixLength: 32}},
+			Policies: []Policy{allowAll(1000)}}}}
+}
+
+// TestValidatePolicyOnly: a policy-only plan creates nothing and finds
+// its endpoints by pod address; each mutation is refused with its path.
+func TestValidatePolicyOnly(t *testing.T) {
+	if err := Validate(policyOnlyPlan()); err != nil {
+		t.Fatalf("the policy-only plan: %v", err)
+	}
+	for _, tt := range []struct {
+		name   string
+		mutate func(*NodePlan)
+		want   string
+	}{
+		{"a network to create", func(p *NodePlan) { p.Network = samplePlan().Network }, "network: a policy-only plan creates no network: the network is azure-cni's"},
+		{"a host endpoint", func(p *NodePlan) { p.HostEndpoint = samplePlan().HostEndpoint }, "hostEndpoint: a policy-only plan creates no host endpoint"},
+		{"a pod template", func(p *NodePlan) { p.PodEndpoint = samplePlan().PodEndpoint }, "podEndpoint: a policy-only plan has no pod endpoint template"},
+		{"a route table", func(p *NodePlan) {
+			s := samplePlan()
+			p.RouteTable, p.Routes = s.RouteTable, s.Routes
+		}, "routeTable: a policy-only plan programs no routes"},
+		{"no network pattern", func(p *NodePlan) { p.PolicyOnly.Networks = nil }, "policyOnly.networks: no network pattern"},
+		{"a bad pattern", func(p *NodePlan) { p.PolicyOnly.Networks = []string{"azure(["} }, `policyOnly.networks[0]: network pattern "azure([" is not an RE2 regular expression`},
+		{"an empty pattern", func(p *NodePlan) { p.PolicyOnly.Networks = []string{""} }, "policyOnly.networks[0]: an empty network pattern"},
+		{"too many patterns", func(p *NodePlan) { p.PolicyOnly.Networks = make([]string, MaxNetworkPatterns+1) }, "policyOnly.networks: 17 entries"},
+		{"no owner", func(p *NodePlan) { p.PolicyOnly.Owner = "" }, "policyOnly.owner: empty"},
+		{"a CNI policy on an endpoint", func(p *NodePlan) {
+			p.Endpoints[0].Policies = append(p.Endpoints[0].Policies, NewPolicy(OutBoundNAT{}))
+		}, "endpoints[0].Policies[1]: a OutBoundNAT policy: a policy-only plan programs the ACLs of azure-cni's endpoints only"},
+		{"an endpoint without its pod", func(p *NodePlan) { p.Endpoints[0].Pod = "" }, "endpoints[0].Pod: empty"},
+		{"a prefix length past the address", func(p *NodePlan) { p.Endpoints[0].IpConfigurations[0].PrefixLength = 33 }, "PrefixLength: 33 is not a prefix length of 10.224.0.40"},
+		{"an allow-all at priority 1", func(p *NodePlan) { p.Endpoints[0].Policies = []Policy{allowAll(1)} }, "a Switch ACL's priority must be between 900 and 65000"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := policyOnlyPlan()
+			tt.mutate(p)
+			err := Validate(p)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Validate: %v\nwant it to say: %s", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestNetworkMatcher: a pattern matches a whole network name.
+func TestNetworkMatcher(t *testing.T) {
+	m, err := NewNetworkMatcher([]string{"azure.*", `flannel\.[0-9]+`, "cbr0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{
+		"azure": true, "azure-vlan1-172-28-1-0_24": true, "my-azure": false, "flannel.4096": true, "flannel.4096x": false,
+		"cbr0": true, "cbr01": false, "Calico": false, "": false,
+	} {
+		if got := m.Match(name); got != want {
+			t.Errorf("Match(%q) = %v, want %v", name, got, want)
+		}
+	}
+	var none *NetworkMatcher
+	if none.Match("azure") {
+		t.Error("a nil matcher matched")
+	}
+	if _, err := NewNetworkMatcher([]string{"a)"}); err == nil {
+		t.Error("an unbalanced pattern compiled")
+	}
+}
