@@ -131,7 +131,7 @@ func fight(t *testing.T, h *hnsmem.HNS, name string) {
 		t.Fatalf("endpoint %s: %+v; want one with ACLs to rewrite", name, e)
 	}
 	if err := h.Apply(ctx, hns.Op{Action: hns.Update, Kind: hns.KindACL, Name: e.Name, ID: e.ID, Network: e.Network,
-		ACLs: slices.Clone(e.ACLs[:len(e.ACLs)-1]), Keep: e.Policies}); err != nil {
+		ACLs: slices.Clone(e.ACLs[:len(e.ACLs)-1])}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -118,7 +118,7 @@ func Diff(have *State, want *Want) []Op {
 				continue
 			}
 			ops = append(ops, Op{Action: Update, Kind: KindACL, Name: e.Name, ID: e.ID, Network: wn.Name,
-				ACLs: CanonicalACLs(acls), Keep: e.Policies, Reason: "ACL list differs"})
+				ACLs: CanonicalACLs(acls), Reason: "ACL list differs"})
 		}
 	}
 	return ops

@@ -53,10 +53,12 @@ type Op struct {
 	// adds or removes, all on Network: one HNS call (BatchRoutes).
 	Routes       []RemoteRoute
 	EndpointSpec *Endpoint
-	// ACLs is the endpoint's new ACL list; Keep are its other policies,
-	// sent along because an Update replaces the whole policy list.
+	// ACLs is, for a KindACL op, the endpoint's new ACL list. Its other
+	// policies (the CNI's OutBoundNAT, SDNRoute, L2Driver, ...) stay as
+	// HNS holds them when the op is applied: HNS's Update replaces an
+	// endpoint's whole policy list, so a client reads them at the call
+	// and sends them back unchanged, never from an older snapshot.
 	ACLs []plan.ACL
-	Keep []plan.Policy
 }
 
 // String is one line: "-/+ network Calico (vni-changed)".

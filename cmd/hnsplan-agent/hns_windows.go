@@ -16,13 +16,24 @@ import (
 // defaultHNS is the host's HNS.
 const defaultHNS = "windows"
 
-const windowsHNSHelp = ", windows (the host's HNS)"
+// windowsHNSHelp names the values of --hns that open the host's HNS. They
+// differ only in how an endpoint's ACL list is written (hnswin.ACLForm;
+// see the hnswin package documentation for why both exist).
+const windowsHNSHelp = ", windows (the host's HNS; ACL lists written through HNS v2, as Azure NPM writes them)" +
+	" or windows-v1 (the host's HNS; ACL lists written through HNS v1, as Calico Felix writes them: try it if an ACL update" +
+	" through v2 changes another CNI's endpoint policies)"
 
 func openPlatformHNS(flag string) (hns.Client, func(), error) {
-	if flag != "windows" {
-		return nil, nil, &exitError{code: exitUsage, err: fmt.Errorf("--hns %q: want windows, mem or mem:FILE", flag)}
+	var form hnswin.ACLForm
+	switch flag {
+	case "windows":
+		form = hnswin.ACLFormV2
+	case "windows-v1":
+		form = hnswin.ACLFormV1
+	default:
+		return nil, nil, &exitError{code: exitUsage, err: fmt.Errorf("--hns %q: want windows, windows-v1, mem or mem:FILE", flag)}
 	}
-	c, err := hnswin.New()
+	c, err := hnswin.New(hnswin.WithACLForm(form))
 	if err != nil {
 		return nil, nil, &exitError{code: exitFailed, err: err}
 	}

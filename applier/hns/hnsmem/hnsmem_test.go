@@ -75,8 +75,8 @@ func netPolicies(n *hns.Network) hns.Op {
 func endpointOp(a hns.Action, e *hns.Endpoint) hns.Op {
 	return hns.Op{Action: a, Kind: hns.KindEndpoint, Name: e.Name, Network: e.Network, EndpointSpec: e}
 }
-func aclOp(ep string, keep []plan.Policy, acls ...plan.ACL) hns.Op {
-	return hns.Op{Action: hns.Update, Kind: hns.KindACL, Name: ep, Network: net1, ACLs: acls, Keep: keep}
+func aclOp(ep string, acls ...plan.ACL) hns.Op {
+	return hns.Op{Action: hns.Update, Kind: hns.KindACL, Name: ep, Network: net1, ACLs: acls}
 }
 
 func apply(t *testing.T, m *hnsmem.HNS, ops ...hns.Op) {
@@ -188,20 +188,20 @@ func TestErrors(t *testing.T) {
 		{name: "endpoint on the gateway", op: endpointOp(hns.Create, ep("x", "10.244.1.1/26")), code: hnsmem.CodeAddrInvalidOrReserved, method: "hcnCreateEndpoint"},
 		{name: "endpoint on a taken address", op: endpointOp(hns.Create, ep("x", "10.244.1.5/26")), code: hnsmem.CodeAddrInvalidOrReserved, method: "hcnCreateEndpoint"},
 		{name: "update a missing endpoint", op: endpointOp(hns.Update, ep("x", "10.244.1.9/26")), code: hns.CodeEndpointNotFound, method: "hcnModifyEndpoint"},
-		{name: "ACLs of a missing endpoint", op: aclOp("x", nil, acl("a", "In", "Allow", 1000)), code: hns.CodeEndpointNotFound, method: "hcnModifyEndpoint"},
-		{name: "ACL remote Any", op: aclOp("pod1_Calico", nil, bad(func(a *plan.ACL) { a.RemoteAddresses = "Any" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
-		{name: "ACL bad local CIDR", op: aclOp("pod1_Calico", nil, bad(func(a *plan.ACL) { a.LocalAddresses = "10.244.1.5,10.0.0.0/33" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
-		{name: "ACL list with a space", op: aclOp("pod1_Calico", nil, bad(func(a *plan.ACL) { a.RemoteAddresses = "10.0.0.1, 10.0.0.2" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
-		{name: "ACL action Deny", op: aclOp("pod1_Calico", nil, bad(func(a *plan.ACL) { a.Action = "Deny" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
-		{name: "ACL direction Ingress", op: aclOp("pod1_Calico", nil, bad(func(a *plan.ACL) { a.Direction = "Ingress" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
-		{name: "ACL rule type", op: aclOp("pod1_Calico", nil, bad(func(a *plan.ACL) { a.RuleType = "VFP" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
-		{name: "ACL protocol name", op: aclOp("pod1_Calico", nil, bad(func(a *plan.ACL) { a.Protocols = "tcp" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
-		{name: "ACL 256 in a list", op: aclOp("pod1_Calico", nil, bad(func(a *plan.ACL) { a.Protocols = "6,256" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
-		{name: "ACL ports with any protocol", op: aclOp("pod1_Calico", nil, bad(func(a *plan.ACL) { a.Protocols = "256" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
-		{name: "ACL ports with ICMP", op: aclOp("pod1_Calico", nil, bad(func(a *plan.ACL) { a.Protocols = "6,1" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
-		{name: "ACL reversed range", op: aclOp("pod1_Calico", nil, bad(func(a *plan.ACL) { a.RemotePorts = "8080-8000" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
-		{name: "ACL port too big", op: aclOp("pod1_Calico", nil, bad(func(a *plan.ACL) { a.LocalPorts = "80,65536" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
-		{name: "ACL in Keep is checked too", op: aclOp("pod1_Calico", []plan.Policy{plan.NewPolicy(bad(func(a *plan.ACL) { a.RemoteAddresses = "any" }))}), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
+		{name: "ACLs of a missing endpoint", op: aclOp("x", acl("a", "In", "Allow", 1000)), code: hns.CodeEndpointNotFound, method: "hcnModifyEndpoint"},
+		{name: "ACL remote Any", op: aclOp("pod1_Calico", bad(func(a *plan.ACL) { a.RemoteAddresses = "Any" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
+		{name: "ACL bad local CIDR", op: aclOp("pod1_Calico", bad(func(a *plan.ACL) { a.LocalAddresses = "10.244.1.5,10.0.0.0/33" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
+		{name: "ACL list with a space", op: aclOp("pod1_Calico", bad(func(a *plan.ACL) { a.RemoteAddresses = "10.0.0.1, 10.0.0.2" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
+		{name: "ACL action Deny", op: aclOp("pod1_Calico", bad(func(a *plan.ACL) { a.Action = "Deny" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
+		{name: "ACL direction Ingress", op: aclOp("pod1_Calico", bad(func(a *plan.ACL) { a.Direction = "Ingress" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
+		{name: "ACL rule type", op: aclOp("pod1_Calico", bad(func(a *plan.ACL) { a.RuleType = "VFP" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
+		{name: "ACL protocol name", op: aclOp("pod1_Calico", bad(func(a *plan.ACL) { a.Protocols = "tcp" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
+		{name: "ACL 256 in a list", op: aclOp("pod1_Calico", bad(func(a *plan.ACL) { a.Protocols = "6,256" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
+		{name: "ACL ports with any protocol", op: aclOp("pod1_Calico", bad(func(a *plan.ACL) { a.Protocols = "256" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
+		{name: "ACL ports with ICMP", op: aclOp("pod1_Calico", bad(func(a *plan.ACL) { a.Protocols = "6,1" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
+		{name: "ACL reversed range", op: aclOp("pod1_Calico", bad(func(a *plan.ACL) { a.RemotePorts = "8080-8000" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
+		{name: "ACL port too big", op: aclOp("pod1_Calico", bad(func(a *plan.ACL) { a.LocalPorts = "80,65536" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
+		{name: "ACL address any", op: aclOp("pod1_Calico", bad(func(a *plan.ACL) { a.RemoteAddresses = "any" })), code: hns.CodeInvalidPolicy, method: "hcnModifyEndpoint"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,7 +244,7 @@ func TestValidACLs(t *testing.T) {
 		{Protocols: "", Action: "Block", Direction: "In", RuleType: "Host", LocalAddresses: "10.244.1.5,fd00::5"},
 		{Protocols: "1", Action: "Allow", Direction: "Out", RuleType: "Switch", Priority: 2000},
 	}
-	apply(t, m, aclOp("pod1_Calico", nil, ok...))
+	apply(t, m, aclOp("pod1_Calico", ok...))
 }
 
 // TestIdempotent: every op applied a second time is a no-op.
@@ -265,7 +265,7 @@ func TestIdempotent(t *testing.T) {
 		endpointOp(hns.Create, hostEP()),
 		endpointOp(hns.Create, pod),
 		endpointOp(hns.Update, updated),
-		aclOp("pod1_Calico", nil, acl("a", "In", "Allow", 1000), acl("b", "Out", "Block", 2000)),
+		aclOp("pod1_Calico", acl("a", "In", "Allow", 1000), acl("b", "Out", "Block", 2000)),
 		endpointOp(hns.Delete, pod),
 		deleteNetwork("absent"),
 	}
@@ -319,15 +319,15 @@ func TestDiffConverges(t *testing.T) {
 	}
 }
 
-// TestACLUpdate: an ACL update keeps the policies it is sent (Keep) and
-// replaces the whole ACL list.
+// TestACLUpdate: an ACL update keeps the endpoint's other policies as they
+// are and replaces the whole ACL list.
 func TestACLUpdate(t *testing.T) {
 	m := node(t)
 	ctx := context.Background()
 	s, err := m.Snapshot(ctx)
 	must(t, err)
 	pod := s.Endpoint("pod1_Calico")
-	apply(t, m, aclOp(pod.Name, pod.Policies, acl("b", "Out", "Allow", 1000), acl("a", "In", "Allow", 1000)))
+	apply(t, m, aclOp(pod.Name, acl("b", "Out", "Allow", 1000), acl("a", "In", "Allow", 1000)))
 	s, err = m.Snapshot(ctx)
 	must(t, err)
 	got := s.Endpoint("pod1_Calico")
@@ -339,12 +339,12 @@ func TestACLUpdate(t *testing.T) {
 		t.Errorf("ACLs (-want +got):\n%s (the CNI's default deny must be gone)", diff)
 	}
 
-	// Update replaces the whole list: policies left out of Keep are gone.
-	apply(t, m, aclOp(pod.Name, nil))
+	// An empty list removes every ACL and nothing else.
+	apply(t, m, aclOp(pod.Name))
 	s, err = m.Snapshot(ctx)
 	must(t, err)
-	if got := s.Endpoint("pod1_Calico"); len(got.Policies)+len(got.ACLs) != 0 {
-		t.Errorf("after an Update with nothing: %+v, want no policies", got)
+	if got := s.Endpoint("pod1_Calico"); len(got.ACLs) != 0 || len(got.Policies) != len(pod.Policies) {
+		t.Errorf("after an Update with no ACLs: %+v, want no ACLs and its %d other policies", got, len(pod.Policies))
 	}
 }
 
@@ -489,7 +489,7 @@ func TestFaultInjection(t *testing.T) {
 	busy := &hns.Error{Code: 0x800705AA, Msg: "insufficient system resources", Transient: true}
 	ops := []hns.Op{
 		addRoute(route("10.244.3.0/26", "10.0.0.6")),
-		aclOp("pod1_Calico", nil, acl("a", "In", "Allow", 1000)),
+		aclOp("pod1_Calico", acl("a", "In", "Allow", 1000)),
 		endpointOp(hns.Delete, hostEP()),
 	}
 
@@ -583,7 +583,7 @@ func TestCalls(t *testing.T) {
 		endpointOp(hns.Create, ep2),
 		endpointOp(hns.Update, ep2),
 		endpointOp(hns.Replace, ep2),
-		aclOp("pod1_Calico", nil, acl("a", "In", "Allow", 1000)),
+		aclOp("pod1_Calico", acl("a", "In", "Allow", 1000)),
 		endpointOp(hns.Delete, ep2),
 	)
 	m.FailNext(hns.KindNetwork, &hns.Error{Code: hns.CodeEntityHasReferences, Msg: "injected"})
@@ -605,7 +605,7 @@ func TestCalls(t *testing.T) {
 // TestString is the golden rendering of a whole node.
 func TestString(t *testing.T) {
 	m := node(t)
-	apply(t, m, aclOp("pod1_Calico", []plan.Policy{plan.NewPolicy(plan.ProviderAddress{ProviderAddress: addr("10.0.0.4")})},
+	apply(t, m, aclOp("pod1_Calico",
 		plan.ACL{Id: "allow-host-to-endpoint", Protocols: "256", Action: "Allow", Direction: "In", RuleType: "Switch", Priority: 900, RemoteAddresses: "10.0.0.4/32"},
 		plan.ACL{Id: "knp.default.web-in0", Protocols: "6", Action: "Allow", Direction: "In", RuleType: "Switch", Priority: 1000, LocalAddresses: "10.244.1.5", RemoteAddresses: "10.244.0.0/16", LocalPorts: "80,8000-8080"},
 		plan.ACL{Protocols: "256", Action: "Block", Direction: "In", RuleType: "Switch", Priority: 1001},
@@ -738,7 +738,7 @@ func TestConcurrent(t *testing.T) {
 				return
 			}
 			for j := range 20 {
-				if err := m.Apply(ctx, aclOp(name, nil, acl("a", "In", "Allow", uint16(1000+j)))); err != nil {
+				if err := m.Apply(ctx, aclOp(name, acl("a", "In", "Allow", uint16(1000+j)))); err != nil {
 					t.Error(err)
 				}
 				if _, err := m.Snapshot(ctx); err != nil {

@@ -91,7 +91,7 @@ func describeCall(op hns.Op) (method, object, request string) {
 			return "hcnModifyEndpoint", object, fmt.Sprintf("Update Policy (%d policies)", n)
 		}
 	case hns.KindACL:
-		return "hcnModifyEndpoint", object, fmt.Sprintf("Update Policy (%d kept + %d ACLs)", len(op.Keep), len(op.ACLs))
+		return "hcnModifyEndpoint", object, fmt.Sprintf("Update Policy (its other policies + %d ACLs)", len(op.ACLs))
 	}
 	return fmt.Sprintf("Apply(%s %s)", op.Action.Symbol(), op.Kind), object, ""
 }
@@ -475,21 +475,22 @@ func (t *txn) updateEndpoint(spec *hns.Endpoint, id string) error {
 }
 
 // setACLs is the ACL op: hcnModifyEndpoint with RequestType Update and the
-// endpoint's full policy list, op.Keep plus op.ACLs. Update replaces the
-// whole list, so non-ACL policies must be re-sent (hcsshim-hns.md §0 "Endpoint
-// ACL changes in practice", §3: Azure NPM "Make sure other policies are
-// applied first"; calico-windows.md §2: Calico re-sends the full ACL list).
+// endpoint's full policy list, its other policies as held plus op.ACLs.
+// Update replaces the whole list, so a client re-sends the non-ACL
+// policies it reads at the call (hcsshim-hns.md §0 "Endpoint ACL changes
+// in practice", §3: Azure NPM "Make sure other policies are applied
+// first"; calico-windows.md §2: Calico re-sends the full ACL list): the
+// model keeps them as they are, which is what a client that sends them
+// back unchanged makes of them.
 func (t *txn) setACLs(call string, op hns.Op) error {
 	e := t.endpoint(op.Name, op.ID)
 	if e == nil || op.Network != "" && e.Network != op.Network {
 		return herr(call, hns.CodeEndpointNotFound, "endpoint %q not found on network %q", op.Name, op.Network)
 	}
-	policies, acls := splitPolicies(op.Keep)
-	acls = append(acls, op.ACLs...)
-	if err := checkACLs(call, op.Name, acls); err != nil {
+	if err := checkACLs(call, op.Name, op.ACLs); err != nil {
 		return err
 	}
-	e.Policies, e.ACLs = clonePolicies(policies), hns.CanonicalACLs(acls)
+	e.ACLs = hns.CanonicalACLs(slices.Clone(op.ACLs))
 	return nil
 }
 

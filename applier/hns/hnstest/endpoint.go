@@ -159,7 +159,7 @@ func checkACL(s *suite, pl *place) error {
 		if err != nil || got == nil {
 			return fmt.Errorf("read endpoint %s: %v", e.Name, err)
 		}
-		return s.apply(hns.Op{Action: hns.Update, Kind: hns.KindACL, Name: e.Name, ID: id, Network: n.Name, ACLs: acls, Keep: got.Policies})
+		return s.apply(hns.Op{Action: hns.Update, Kind: hns.KindACL, Name: e.Name, ID: id, Network: n.Name, ACLs: acls})
 	}
 	expect := func(acls []plan.ACL, when string) error {
 		want := *e
@@ -218,7 +218,7 @@ func checkACL(s *suite, pl *place) error {
 	if err != nil {
 		return err
 	}
-	err = s.c.Apply(s.ctx, hns.Op{Action: hns.Update, Kind: hns.KindACL, Name: pl.prefix + "-other", ID: got.ID, Network: n.Name, ACLs: three, Keep: got.Policies})
+	err = s.c.Apply(s.ctx, hns.Op{Action: hns.Update, Kind: hns.KindACL, Name: pl.prefix + "-other", ID: got.ID, Network: n.Name, ACLs: three})
 	if !hns.IsNotFound(err) {
 		return fmt.Errorf("an ACL update by the ID of an endpoint of another name: %v, want a not-found error", err)
 	}

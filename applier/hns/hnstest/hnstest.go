@@ -33,7 +33,8 @@
 //   - host-attached: an endpoint attached to the host reads back so, and
 //     creating it again is a no-op.
 //   - acl: an ACL op replaces the endpoint's whole ACL list (not a merge)
-//     and keeps the policies sent in Keep; the list reads back as
+//     and keeps every other policy of the endpoint as it was (the CNI's
+//     OutBoundNAT, SDNRoute, L2Driver, ...); the list reads back as
 //     hns.EquivalentACLs says HNS may echo it; applying it again changes
 //     nothing; an empty list removes every ACL; an op by ID acts on that
 //     endpoint only if its name matches; a refused list (a bad Action)

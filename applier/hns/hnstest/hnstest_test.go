@@ -62,10 +62,19 @@ func TestSuiteFails(t *testing.T) {
 			return b.HNS.Apply(ctx, op)
 		}}},
 		{"policies dropped by an ACL update", "acl: after setting 3 ACLs", broken{apply: func(b *broken, ctx context.Context, op hns.Op) error {
-			if op.Kind == hns.KindACL {
-				op.Keep = nil
+			if err := b.HNS.Apply(ctx, op); err != nil || op.Kind != hns.KindACL {
+				return err
 			}
-			return b.HNS.Apply(ctx, op)
+			// A client that sends the ACLs alone: HNS's Update drops
+			// every other policy.
+			st, _ := b.HNS.Snapshot(context.WithoutCancel(ctx))
+			e := st.Endpoint(op.Name)
+			if e == nil {
+				return nil
+			}
+			bare := *e
+			bare.Policies = nil
+			return b.HNS.Apply(ctx, hns.Op{Action: hns.Update, Kind: hns.KindEndpoint, Name: e.Name, ID: e.ID, Network: e.Network, EndpointSpec: &bare})
 		}}},
 		{"snapshot shared", "snapshot: changing a snapshot changed HNS", broken{snapshot: func(b *broken, ctx context.Context) (*hns.State, error) {
 			if b.last == nil {

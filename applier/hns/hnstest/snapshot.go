@@ -52,7 +52,7 @@ func checkSnapshot(s *suite, pl *place) error {
 		return fmt.Errorf("read back endpoint %s-ep1: %v", pl.prefix, err)
 	}
 	acls := []plan.ACL{{Id: "hnstest-deny-in", Protocols: "256", Action: "Block", Direction: "In", RuleType: "Switch", Priority: 65500}}
-	if err := s.apply(hns.Op{Action: hns.Update, Kind: hns.KindACL, Name: got.Name, ID: got.ID, Network: n.Name, ACLs: acls, Keep: got.Policies}); err != nil {
+	if err := s.apply(hns.Op{Action: hns.Update, Kind: hns.KindACL, Name: got.Name, ID: got.ID, Network: n.Name, ACLs: acls}); err != nil {
 		return err
 	}
 

@@ -10,20 +10,25 @@
 package hnswin
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"reflect"
 	"testing"
+
+	"github.com/Microsoft/hcsshim"
 
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
-func newClient(t *testing.T) *Client {
+func newClient(t *testing.T, opts ...Option) *Client {
 	t.Helper()
-	c, err := New()
+	c, err := New(opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -142,28 +147,76 @@ func TestIntegrationOverlay(t *testing.T) {
 		}
 	})
 
-	t.Run("ACL", func(t *testing.T) {
-		// Every field set, so that HNS has no default to fill in.
-		acls := []plan.ACL{
-			{Id: "it-allow-web", Protocols: "6", Action: "Allow", Direction: "In", LocalAddresses: "10.250.1.2",
-				RemoteAddresses: "10.250.0.0/16", LocalPorts: "80,443", RuleType: "Switch", Priority: 200},
-			{Id: "it-deny-in", Protocols: "256", Action: "Block", Direction: "In", RuleType: "Switch", Priority: 65500},
-			{Id: "it-allow-out", Protocols: "17", Action: "Allow", Direction: "Out", RemotePorts: "53", RuleType: "Switch", Priority: 300},
-		}
-		have := snapshot(t, c).Endpoint(e.Name)
-		apply(t, c, hns.Op{Action: hns.Update, Kind: hns.KindACL, Name: e.Name, Network: n.Name, ACLs: acls, Keep: have.Policies})
-		got := snapshot(t, c).Endpoint(e.Name)
-		if !reflect.DeepEqual(hns.CanonicalACLs(got.ACLs), hns.CanonicalACLs(acls)) {
-			t.Errorf("ACLs read back:\n got %+v\nwant %+v", hns.CanonicalACLs(got.ACLs), hns.CanonicalACLs(acls))
-		}
-		if !reflect.DeepEqual(got.Policies, e.Policies) {
-			t.Errorf("the ACL update lost the other policies: %+v, want %+v", got.Policies, e.Policies)
-		}
+	// An ACL update in each form keeps the endpoint's other policies.
+	for _, form := range []ACLForm{ACLFormV2, ACLFormV1} {
+		t.Run("ACL-"+string(form), func(t *testing.T) {
+			c := newClient(t, WithACLForm(form))
+			// Every field set, so that HNS has no default to fill in.
+			acls := []plan.ACL{
+				{Id: "it-allow-web", Protocols: "6", Action: "Allow", Direction: "In", LocalAddresses: "10.250.1.2",
+					RemoteAddresses: "10.250.0.0/16", LocalPorts: "80,443", RuleType: "Switch", Priority: 200},
+				{Id: "it-deny-in", Protocols: "256", Action: "Block", Direction: "In", RuleType: "Switch", Priority: 65500},
+				{Id: "it-allow-out", Protocols: "17", Action: "Allow", Direction: "Out", RemotePorts: "53", RuleType: "Switch", Priority: 300},
+			}
+			apply(t, c, hns.Op{Action: hns.Update, Kind: hns.KindACL, Name: e.Name, Network: n.Name, ACLs: acls})
+			got := snapshot(t, c).Endpoint(e.Name)
+			if !reflect.DeepEqual(hns.CanonicalACLs(got.ACLs), hns.CanonicalACLs(acls)) {
+				t.Errorf("ACLs read back:\n got %+v\nwant %+v", hns.CanonicalACLs(got.ACLs), hns.CanonicalACLs(acls))
+			}
+			if !reflect.DeepEqual(got.Policies, e.Policies) {
+				t.Errorf("the ACL update lost the other policies: %+v, want %+v", got.Policies, e.Policies)
+			}
 
-		apply(t, c, hns.Op{Action: hns.Update, Kind: hns.KindACL, Name: e.Name, Network: n.Name, ACLs: nil, Keep: got.Policies})
-		got = snapshot(t, c).Endpoint(e.Name)
-		if len(got.ACLs) != 0 || !reflect.DeepEqual(got.Policies, e.Policies) {
-			t.Errorf("after clearing the ACLs: ACLs %+v, policies %+v", got.ACLs, got.Policies)
+			apply(t, c, hns.Op{Action: hns.Update, Kind: hns.KindACL, Name: e.Name, Network: n.Name, ACLs: nil})
+			got = snapshot(t, c).Endpoint(e.Name)
+			if len(got.ACLs) != 0 || !reflect.DeepEqual(got.Policies, e.Policies) {
+				t.Errorf("after clearing the ACLs: ACLs %+v, policies %+v", got.ACLs, got.Policies)
+			}
+		})
+	}
+
+	// An endpoint another CNI made through HNS v1, with flat v1 policies
+	// (Calico's vxlan pod endpoint: PA, OutBoundNAT ExceptionList, ROUTE),
+	// keeps them through an ACL update in each form: what the package
+	// documentation says is unverified until this runs on a host.
+	t.Run("ACL-on-v1-endpoint", func(t *testing.T) {
+		pa := got.ProviderAddress
+		if !pa.IsValid() {
+			t.Skip("HNS gave the network no provider address")
+		}
+		v1ep := v1PodEndpoint(t, n.Name, netip.MustParseAddr("10.250.1.9"), pa)
+		before := readV1Policies(t, v1ep.Id)
+		for _, form := range []ACLForm{ACLFormV2, ACLFormV1} {
+			c := newClient(t, WithACLForm(form))
+			acls := []plan.ACL{{Id: "it-deny-in-" + string(form), Protocols: "256", Action: "Block", Direction: "In", RuleType: "Switch", Priority: 65500}}
+			op := hns.Op{Action: hns.Update, Kind: hns.KindACL, Name: v1ep.Name, ID: v1ep.Id, Network: n.Name, ACLs: acls}
+			if err := c.Apply(context.Background(), op); err != nil {
+				t.Errorf("%s: Apply(%s): %v", form, op, err) // the other form still runs
+				continue
+			}
+			after := readV1Policies(t, v1ep.Id)
+			keptBefore, _ := keptPolicies(before)
+			keptAfter, err := keptPolicies(after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(keptAfter) != len(keptBefore) {
+				t.Errorf("%s: the endpoint's non-ACL policies were\n%s\nand are now\n%s", form, keptBefore, keptAfter)
+				continue
+			}
+			for i := range keptBefore {
+				if !bytes.Equal(keptBefore[i], keptAfter[i]) {
+					if sameJSON(keptBefore[i], keptAfter[i]) {
+						t.Logf("%s: policy %d reads back as the same JSON in other bytes: %s, was %s", form, i, keptAfter[i], keptBefore[i])
+					} else {
+						t.Errorf("%s: policy %d is now %s, was %s", form, i, keptAfter[i], keptBefore[i])
+					}
+				}
+			}
+			if count := len(after) - len(keptAfter); count != len(acls) {
+				t.Errorf("%s: %d ACL policies after the update, want %d: %s", form, count, len(acls), after)
+			}
+			t.Logf("%s: v1 policies after the update: %s", form, after)
 		}
 	})
 }
@@ -193,4 +246,48 @@ func TestIntegrationDeleteMissing(t *testing.T) {
 	if !hns.IsNotFound(err) {
 		t.Errorf("ACL update of a missing endpoint: %v, want a not-found error", err)
 	}
+}
+
+// v1PodEndpoint creates, through HNS v1, a pod endpoint on the network
+// named network as Calico's CNI makes one on a VXLAN network (flat v1
+// policies: PA, OutBoundNAT with an ExceptionList, ROUTE with NeedEncap),
+// and deletes it when the test ends.
+func v1PodEndpoint(t *testing.T, network string, ip, pa netip.Addr) *hcsshim.HNSEndpoint {
+	t.Helper()
+	nw, err := hcsshim.GetHNSNetworkByName(network)
+	if err != nil {
+		t.Fatalf("hcsshim.GetHNSNetworkByName(%q): %v", network, err)
+	}
+	ep := &hcsshim.HNSEndpoint{
+		Name:           fmt.Sprintf("%s_v1pod", network),
+		VirtualNetwork: nw.Id,
+		IPAddress:      net.IP(ip.AsSlice()),
+		PrefixLength:   24,
+		Policies: []json.RawMessage{
+			json.RawMessage(fmt.Sprintf(`{"Type":"PA","PA":%q}`, pa)),
+			json.RawMessage(`{"Type":"OutBoundNAT","ExceptionList":["10.250.0.0/16","10.96.0.0/12"]}`),
+			json.RawMessage(`{"Type":"ROUTE","DestinationPrefix":"10.96.0.0/12","NeedEncap":true}`),
+		},
+	}
+	created, err := ep.Create()
+	if err != nil {
+		t.Fatalf("HNSEndpoint.Create: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := created.Delete(); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return created
+}
+
+// readV1Policies reads an endpoint's policies through HNS v1, as HNS wrote
+// them.
+func readV1Policies(t *testing.T, id string) []json.RawMessage {
+	t.Helper()
+	ep, err := hcsshim.GetHNSEndpointByID(id)
+	if err != nil {
+		t.Fatalf("hcsshim.GetHNSEndpointByID(%s): %v", id, err)
+	}
+	return ep.Policies
 }

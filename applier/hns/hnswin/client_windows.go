@@ -11,24 +11,31 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/Microsoft/hcsshim"
 	"github.com/Microsoft/hcsshim/hcn"
 
 	"github.com/hnsplan/hnsplan/applier/hns"
-	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
-// Client is the hns.Client of this host's HNS, through the hcn (v2) API.
-// It holds no HNS state: every call reads what it needs, so a Client
-// survives HNS restarts and changes made by others.
+// Client is the hns.Client of this host's HNS, through the hcn (v2) API,
+// and, for ACL updates in ACLFormV1, the v1 API. It holds no HNS state:
+// every call reads what it needs, so a Client survives HNS restarts and
+// changes made by others.
 type Client struct {
 	features hns.Features
+	opts     options
 }
 
 var _ hns.Client = (*Client)(nil)
 
-// New returns a Client, or an error if this host's HNS has no v2 API
-// (before Windows Server 2019) or cannot be queried.
-func New() (*Client, error) {
+// New returns a Client set up by opts (WithACLForm), or an error if an
+// option is invalid, or this host's HNS has no v2 API (before Windows
+// Server 2019) or cannot be queried.
+func New(opts ...Option) (*Client, error) {
+	o, err := newOptions(opts...)
+	if err != nil {
+		return nil, err
+	}
 	if err := hcn.V2ApiSupported(); err != nil {
 		return nil, fmt.Errorf("hnswin: HNS v2 API: %w", err)
 	}
@@ -40,7 +47,7 @@ func New() (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hnswin: HNS version: %w", err)
 	}
-	return &Client{features: hns.Features{
+	return &Client{opts: o, features: hns.Features{
 		V2API:       sf.Api.V2,
 		RemoteRoute: sf.RemoteSubnet,
 		VxlanPort:   sf.VxlanPort,
@@ -48,6 +55,9 @@ func New() (*Client, error) {
 		Version:     fmt.Sprintf("%d.%d", g.Version.Major, g.Version.Minor),
 	}}, nil
 }
+
+// ACLForm is the form in which c writes ACL lists (WithACLForm).
+func (c *Client) ACLForm() ACLForm { return c.opts.aclForm }
 
 // Features reports what this host's HNS supports, as queried by New.
 func (c *Client) Features(ctx context.Context) (hns.Features, error) {
@@ -562,27 +572,115 @@ func hostDefaultNamespace() (string, error) {
 
 // --- ACLs ---
 
-// applyACLs sets an endpoint's ACL list. HNS's Update replaces the whole
-// policy list, so the endpoint's other policies (op.Keep) are sent along.
+// applyACLs sets an endpoint's ACL list to op.ACLs and keeps its other
+// policies as HNS holds them at the call (see hns.Op.ACLs): HNS's update
+// replaces the endpoint's whole policy list, so the endpoint is read
+// here, by ID when the op gives one, and its non-ACL policies are sent
+// back exactly as read, followed by the ACLs, in the client's ACLForm.
+// What is sent is decided by the portable aclUpdateV2 and aclUpdateV1.
+// Another writer changing the endpoint between the read and the update
+// (one HNS round trip) is not guarded against: HNS offers no
+// compare-and-set.
 func (c *Client) applyACLs(op hns.Op) error {
 	if op.Action != hns.Update {
 		return errUnsupportedOp(op)
 	}
+	if c.opts.aclForm == ACLFormV1 {
+		return applyACLsV1(op)
+	}
+	return applyACLsV2(op)
+}
+
+// applyACLsV2 reads the endpoint through hcn and sends its new policy
+// list in one ModifyEndpointSettings request (Policy, Update): the
+// request hcn's ApplyPolicy builds, with the list given as raw JSON so
+// that each kept policy is the object hcn read (its Type and its
+// Settings as HNS returned them). hcn marshals the request, which
+// compacts the whitespace of every policy and escapes <, > and & in its
+// strings (encoding/json's treatment of raw JSON): the same JSON values,
+// not always the same bytes. hcn's EndpointPolicy holds only Type and
+// Settings, so a field of another name at a policy's top level (a flat
+// v1 policy) cannot be kept through v2: hcnReadLoss refuses the update
+// where that shows, and ACLFormV1 keeps such policies.
+func applyACLsV2(op hns.Op) error {
 	ep, err := opEndpoint(op)
 	if err != nil {
 		return err
 	}
-	keep := make([]plan.Policy, 0, len(op.Keep))
-	for _, p := range op.Keep {
-		if p.Type != plan.TypeACL { // the ACL list is op.ACLs alone
-			keep = append(keep, p)
+	if err := hcnReadLoss(fromEndpointPolicies(ep.Policies)); err != nil {
+		return fmt.Errorf("endpoint %s: %w", ep.Id, err)
+	}
+	read := make([]json.RawMessage, len(ep.Policies))
+	for i := range ep.Policies {
+		if read[i], err = json.Marshal(&ep.Policies[i]); err != nil {
+			return fmt.Errorf("endpoint %s: policy %d as read: %w", ep.Id, i, err)
 		}
 	}
-	policies, err := endpointPolicies(keep, op.ACLs)
+	ps, err := aclUpdateV2(read, op.ACLs)
+	if err != nil {
+		return fmt.Errorf("endpoint %s: %w", ep.Id, err)
+	}
+	settings, err := v2PolicyRequest(ps)
+	if err != nil {
+		return fmt.Errorf("endpoint %s: %w", ep.Id, err)
+	}
+	err = hcn.ModifyEndpointSettings(ep.Id, &hcn.ModifyEndpointSettingRequest{
+		ResourceType: hcn.EndpointResourceTypePolicy,
+		RequestType:  hcn.RequestTypeUpdate,
+		Settings:     settings,
+	})
+	return hnsError("hcn.ModifyEndpointSettings", hns.CodeEndpointNotFound, err)
+}
+
+// applyACLsV1 reads the endpoint through HNS v1 (hcsshim keeps each of
+// its Policies as the raw bytes of HNS's reply) and POSTs its new policy
+// list to /endpoints/<id>: the HNS v1 call of hcsshim's
+// HNSEndpoint.Update, under the ApplyACLPolicy that Calico Felix uses.
+// The body is built here (v1UpdateBody), not by Update, whose
+// json.Marshal would compact the kept policies and drop an empty list:
+// the kept policies reach HNS byte for byte as HNS returned them.
+func applyACLsV1(op hns.Op) error {
+	ep, err := v1Endpoint(op)
 	if err != nil {
 		return err
 	}
-	return setEndpointPolicies(ep, policies)
+	ps, err := aclUpdateV1(ep.Policies, op.ACLs)
+	if err != nil {
+		return fmt.Errorf("endpoint %s: %w", ep.Id, err)
+	}
+	body, err := v1UpdateBody(ep.Id, ps)
+	if err != nil {
+		return fmt.Errorf("endpoint %s: %w", ep.Id, err)
+	}
+	_, err = hcsshim.HNSEndpointRequest("POST", ep.Id, string(body))
+	return v1Error("HNS v1 POST /endpoints/"+ep.Id, hns.CodeEndpointNotFound, err)
+}
+
+// v1Endpoint is the endpoint an op acts on, read through HNS v1: the one
+// of its ID when it gives one, else the one opEndpoint finds by name (on
+// the op's network), read again by its ID. An endpoint that is no longer
+// named as the op says is not found, as in opEndpoint.
+func v1Endpoint(op hns.Op) (*hcsshim.HNSEndpoint, error) {
+	id := op.ID
+	if id == "" {
+		ep, err := opEndpoint(op)
+		if err != nil {
+			return nil, err
+		}
+		id = ep.Id
+	}
+	ep, err := hcsshim.GetHNSEndpointByID(id)
+	if err != nil {
+		if hcsshim.IsNotExist(err) {
+			return nil, &hns.Error{Call: "hcsshim.GetHNSEndpointByID", Code: hns.CodeEndpointNotFound, Msg: err.Error()}
+		}
+		return nil, v1Error("hcsshim.GetHNSEndpointByID", hns.CodeEndpointNotFound, err)
+	}
+	if ep.Name != op.Name {
+		return nil, &hns.Error{Call: "hcsshim.GetHNSEndpointByID", Code: hns.CodeEndpointNotFound,
+			Msg: fmt.Sprintf("endpoint %s is %q now, not %q", id, ep.Name, op.Name)}
+	}
+	return ep, nil
 }
 
 // setEndpointPolicies replaces an endpoint's policy list (RequestType

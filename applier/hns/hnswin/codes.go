@@ -2,6 +2,7 @@ package hnswin
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/hnsplan/hnsplan/applier/hns"
@@ -68,4 +69,42 @@ func fromHcnError(call string, notFound uint32, msg string, errno uint32) *hns.E
 		code = notFound
 	}
 	return &hns.Error{Call: call, Code: code, Msg: msg, Transient: isTransient(code)}
+}
+
+// v1Error turns the error of an HNS v1 call (hcsshim's hnsCall, under
+// GetHNSEndpointByID and HNSEndpointRequest) into an *hns.Error where its
+// text says what happened, since hcsshim's v1 errors carry no HRESULT a
+// caller can reach:
+//
+//   - the call itself failed: "… failed in Win32: <text> (0x<code>)"
+//     gives the code, made an HRESULT and classified as fromHcnError does
+//     (ERROR_NOT_FOUND becoming notFound when it is not 0);
+//   - HNS refused it: "hns failed with error : <text>" has no code; HNS's
+//     "Element not found." becomes notFound, anything else is returned
+//     wrapped with call, as it is.
+//
+// hcsshim's EndpointNotFoundError (a lookup by name that found nothing)
+// is for the Windows caller to classify: its type is Windows only.
+func v1Error(call string, notFound uint32, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	if _, rest, ok := strings.Cut(msg, " failed in Win32: "); ok {
+		if i := strings.LastIndex(rest, " (0x"); i >= 0 {
+			if end := strings.IndexByte(rest[i:], ')'); end > 0 {
+				if errno, perr := strconv.ParseUint(rest[i+4:i+end], 16, 32); perr == nil {
+					code := hresult(uint32(errno))
+					if uint32(errno) == win32NotFound && notFound != 0 {
+						code = notFound
+					}
+					return &hns.Error{Call: call, Code: code, Msg: strings.TrimSpace(rest[:i]), Transient: isTransient(code)}
+				}
+			}
+		}
+	}
+	if _, text, ok := strings.Cut(msg, "hns failed with error : "); ok && notFound != 0 && strings.HasPrefix(text, "Element not found") {
+		return &hns.Error{Call: call, Code: notFound, Msg: strings.TrimSpace(text)}
+	}
+	return fmt.Errorf("%s: %w", call, err)
 }

@@ -290,10 +290,12 @@ func findRoutes(have []rawPolicy, r hns.RemoteRoute, byPrefix bool) ([]rawPolicy
 }
 
 // readEndpointPolicies splits an endpoint's policies into its ACLs and its
-// other policies.
+// other policies. An ACL is a policy of type "ACL" in any case, as the ACL
+// writers (aclwrite.go) have it: what a snapshot calls the endpoint's ACLs
+// is what an ACL update replaces.
 func readEndpointPolicies(ps []rawPolicy) (policies []plan.Policy, acls []plan.ACL, err error) {
 	for _, p := range ps {
-		if p.Type == plan.TypeACL {
+		if isACLType(p.Type) {
 			a, err := parseACL(p.Settings)
 			if err != nil {
 				return nil, nil, err

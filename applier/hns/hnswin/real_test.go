@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -201,5 +202,66 @@ func TestReadPolicyForms(t *testing.T) {
 	}
 	if _, err := readPolicy(json.RawMessage(`{"Settings":{}}`)); err == nil {
 		t.Error("a policy without a Type was read")
+	}
+}
+
+// TestRealEndpointsOfOtherCNIs: the endpoints Azure CNI (AKS, v2), the
+// VPC CNI (EKS, v2) and flannel's win-overlay (v1) create read as the
+// model has them: the network by ID (v2) or by name (v1), the address,
+// the CNI's policies typed (plan knows each, losing nothing), and the
+// ACLs without an Id.
+func TestRealEndpointsOfOtherCNIs(t *testing.T) {
+	prefix, addr := netip.MustParsePrefix, netip.MustParseAddr
+	tests := []struct {
+		file     string
+		networks map[string]*hns.Network // by lower-case ID, as Snapshot has them
+		want     hns.Endpoint
+	}{{
+		file: "08-endpoint-v2-azurecni-aks.json",
+		networks: map[string]*hns.Network{"a7d41c2e-6f58-4b0a-9e31-c5b2f8d06e49": {Name: "azure", Type: "L2Bridge",
+			Subnets: []hns.Subnet{{Prefix: prefix("10.224.0.0/16"), Gateway: addr("10.224.0.1")}}}},
+		want: hns.Endpoint{ID: "5c8e2f4a-1b7d-4e93-a6c0-2d9f8b3e7a15", Name: "590ef921-eth0", Network: "azure",
+			IP: prefix("10.224.0.37/16"), MAC: "00-15-5D-2E-7A-41",
+			Policies: []plan.Policy{
+				plan.NewPolicy(plan.OutBoundNAT{Exceptions: []netip.Prefix{prefix("10.224.0.0/16"), prefix("10.224.0.0/12")}}),
+				plan.NewPolicy(plan.SDNRoute{DestinationPrefix: prefix("10.0.0.0/16"), NeedEncap: true}),
+			},
+			ACLs: []plan.ACL{
+				{Protocols: "6", Action: "Block", Direction: "Out", RemoteAddresses: "168.63.129.16/32", RemotePorts: "80", RuleType: "Switch", Priority: 200},
+				{Protocols: "6", Action: "Block", Direction: "Out", RemoteAddresses: "168.63.129.16/32", RemotePorts: "32526", RuleType: "Switch", Priority: 200},
+				{Action: "Allow", Direction: "In", Priority: 65500},
+				{Action: "Allow", Direction: "Out", Priority: 65500},
+			}},
+	}, {
+		file: "09-endpoint-v2-vpcbridge-eks.json",
+		networks: map[string]*hns.Network{"0c5e8a2d-9f14-4c6b-b7e3-d1a4f6c92b58": {Name: "vpcbr0ea1551f9f9a", Type: "L2Bridge",
+			Subnets: []hns.Subnet{{Prefix: prefix("10.0.1.0/24"), Gateway: addr("10.0.1.1")}}}},
+		want: hns.Endpoint{ID: "e2b9d7c4-3a6f-4d18-8b5e-7f0a1c9d2e63", Name: "cid-6f1a9c3e-84d2-4b7f-a05c-3e9d2b7f1a84", Network: "vpcbr0ea1551f9f9a",
+			IP: prefix("10.0.1.143/24"), MAC: "00-15-5D-8C-1F-27",
+			Policies: []plan.Policy{
+				plan.NewPolicy(plan.OutBoundNAT{Exceptions: []netip.Prefix{prefix("10.0.0.0/16"), prefix("172.20.0.0/16")}}),
+				plan.NewPolicy(plan.SDNRoute{DestinationPrefix: prefix("172.20.0.0/16"), NeedEncap: true}),
+				plan.NewPolicy(plan.SDNRoute{DestinationPrefix: prefix("10.0.1.81/32"), NeedEncap: true}),
+			}},
+	}, {
+		file: "10-endpoint-v1-flannel-winoverlay.json",
+		want: hns.Endpoint{ID: "8d3f6b1e-2c9a-4e57-b0d4-6a1e5c8f3b72", Name: "3358176d42bb32e03954c87729422cc2c6858cc2ed01b2af41b4efcda3320916_flannel.4096",
+			Network: "flannel.4096", IP: prefix("10.244.1.5/24"), MAC: "0E-2A-0A-F4-01-05",
+			Policies: []plan.Policy{
+				plan.NewPolicy(plan.OutBoundNAT{Exceptions: []netip.Prefix{prefix("10.244.0.0/16"), prefix("10.96.0.0/12"), prefix("10.244.1.0/24")}}),
+				plan.NewPolicy(plan.SDNRoute{DestinationPrefix: prefix("10.96.0.0/12"), NeedEncap: true}),
+				plan.NewPolicy(plan.ProviderAddress{ProviderAddress: addr("192.168.1.21")}),
+			}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			got, err := decodeEndpoint(readReal(t, tt.file), tt.networks, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("decoded as\n%+v\nwant\n%+v", got, tt.want)
+			}
+		})
 	}
 }

@@ -268,8 +268,17 @@ func readPolicy(raw json.RawMessage) (rawPolicy, error) {
 	if settings != nil {
 		return rawPolicy{Type: typ, Settings: settings}, nil
 	}
-	// The v1 form: every field but Type is a setting.
+	// The v1 form: every field but Type is a setting. Its type is matched
+	// without regard to case too ("acl" is an ACL, see isACLType).
 	v1, known := v1Policies[typ]
+	if !known {
+		for name, p := range v1Policies {
+			if strings.EqualFold(name, typ) {
+				v1, known = p, true
+				break
+			}
+		}
+	}
 	if known {
 		typ = v1.v2
 		for from, to := range v1.fields {
