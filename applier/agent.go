@@ -186,6 +186,9 @@ type AgentStatus struct {
 	Error         string         `json:"lastError,omitempty"`
 	Ops           int            `json:"ops"`
 	Pending       []string       `json:"pending,omitempty"`
+	// Notes are what the last pass found wrong in what others made and
+	// left alone (an address several endpoints hold).
+	Notes []string `json:"notes,omitempty"`
 	// Mismatches are the fields HNS reads back otherwise than the agent
 	// wrote them (state hns-readback-mismatch).
 	Mismatches []string `json:"readbackMismatches,omitempty"`
@@ -215,6 +218,7 @@ type Agent struct {
 	tunnelFor    string // the applied digest the tunnel was last looked at for
 	mismatchSaid string // the mismatches the last Event named
 	conflictSaid string // the conflict the last Event named
+	notesSaid    string // the notes the last Event named
 	done         chan error
 }
 

@@ -190,6 +190,12 @@ func (a *Agent) report(ctx context.Context, s Status) {
 	mismatch := strings.Join(mismatches, "; ")
 	a.mu.Lock()
 	a.st.Applied, a.st.AppliedRoutes, a.st.State, a.st.Error, a.st.Ops, a.st.Pending, a.st.Mismatches = s.Digest, s.Routes, s.State, s.LastError, s.Ops, s.Pending, mismatches
+	a.st.Notes = s.Notes
+	notes := strings.Join(s.Notes, "; ")
+	notesSaid := a.notesSaid
+	if s.State != kube.StateError && s.State != kube.StateWaiting {
+		a.notesSaid = notes
+	}
 	if p := a.r.Plan(); p != nil {
 		a.st.Plan = p.Digest
 	}
@@ -205,6 +211,13 @@ func (a *Agent) report(ctx context.Context, s Status) {
 	}
 	a.mu.Unlock()
 	a.reportConflict(s, conflictSaid)
+	if notes != notesSaid && notes != "" && s.State != kube.StateError && s.State != kube.StateWaiting {
+		// Once per new set: they stay until their owner mends them.
+		a.cfg.Log.Warn("pod endpoints share an address; each got the pod's ACLs", "notes", notes)
+		if a.cfg.Kube != nil {
+			a.cfg.Kube.Event("Warning", "EndpointAddressShared", notes)
+		}
+	}
 	// A node that waits for a slot or an operator says why once, when it
 	// changes (slotGate.Admit), not at every poll.
 	waits := s.State == kube.StateWaiting || s.State == kube.StateRolloutWaiting || s.State == kube.StateRolloutHalted

@@ -138,7 +138,7 @@ func (cc *ClusterCache) Of(k Caches) (c *Cluster, ok bool) {
 		if p.Competes(self) { // host-network pods: before the skip below
 			c.Competitors = append(c.Competitors, Competing{What: p.Competitor, Pod: p.Key()})
 		}
-		if p.HostNetwork || len(p.IPs) == 0 {
+		if p.HostNetwork || len(p.IPs) == 0 || finished(p.Phase) {
 			return
 		}
 		id := podID{p.Namespace, p.Name}
@@ -182,6 +182,11 @@ func (cc *ClusterCache) Of(k Caches) (c *Cluster, ok bool) {
 	}
 	return c, true
 }
+
+// finished says a pod in phase has ended: it has no network left, and
+// Calico makes no workload endpoint of it (libcalico-go's IsFinished), so
+// no selector stands for its address, which a new pod may have now.
+func finished(phase string) bool { return phase == "Succeeded" || phase == "Failed" }
 
 // podNode is the node of pod if it is the cache's pod of its name (a
 // Cluster's PodNode), else "".

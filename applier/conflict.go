@@ -41,7 +41,7 @@ func competing(p *plan.NodePlan, c *Cluster) []string {
 func competitorConflict(who []string) Status {
 	return Status{State: kube.StateConflict, LastError: fmt.Sprintf(
 		"conflict: %s programs this node's HNS: hnsplan-agent writes nothing to HNS (network, routes, endpoints, ACLs) while it runs here; "+
-			"remove it from the node to switch the node over (docs/calico.md, docs/flannel.md, Conflict)", strings.Join(who, ", "))}
+			"remove it from the node to switch the node over (docs/calico.md, docs/flannel.md, docs/aks.md, Conflict)", strings.Join(who, ", "))}
 }
 
 // fights tells another writer of the pod endpoints' ACLs from HNS's own
@@ -81,7 +81,7 @@ func (f *fights) observe(have *hns.State, want *hns.Want, ops []hns.Op) string {
 	}
 	count := map[string]int{}
 	held := false
-	for _, e := range have.EndpointsOn(want.Network.Name) {
+	for _, e := range hns.PodEndpoints(have, want) {
 		k := hns.EndpointKey(e)
 		prev, ok := f.left[k]
 		wanted, isPod := want.PodACLs[e.IP.Addr()]
@@ -117,8 +117,8 @@ func (f *fights) observe(have *hns.State, want *hns.Want, ops []hns.Op) string {
 // read-back, or its snapshot when it wrote nothing).
 func (f *fights) leave(now *hns.State, want *hns.Want) {
 	left := map[string]leftACLs{}
-	for _, e := range now.EndpointsOn(want.Network.Name) {
-		if wanted, ok := want.PodACLs[e.IP.Addr()]; ok && e.Name != want.HostEndpoint.Name && !e.Remote {
+	for _, e := range hns.PodEndpoints(now, want) {
+		if wanted, ok := want.PodACLs[e.IP.Addr()]; ok {
 			left[hns.EndpointKey(e)] = leftACLs{name: e.Name, want: slices.Clone(hns.CanonicalACLs(wanted)), read: slices.Clone(hns.CanonicalACLs(e.ACLs))}
 		}
 	}

@@ -27,7 +27,12 @@ type Status struct {
 	State     kube.NodeState
 	LastError string
 	Ops       int      // mutating ops the pass applied
-	Pending   []string // what waits for the cluster (unknown tunnel MACs)
+	Pending   []string // what waits for the cluster (unknown tunnel MACs, a pod's endpoint)
+	// Notes are what the pass found wrong in what others made, and left
+	// as it is: endpoints that share a pod's address (a stale one).
+	Notes []string
+	// Planned are the ops of a dry run (Reconciler.DryRun), none applied.
+	Planned []hns.Op
 	// Mismatches are the objects HNS reads back otherwise than the agent
 	// wrote them (state hns-readback-mismatch).
 	Mismatches []hns.Mismatch
@@ -73,6 +78,17 @@ type Reconciler struct {
 	// writes (its state directory). Without it the baseline lives as long
 	// as the process.
 	Echo EchoStore
+	// DryRun makes a pass compute its first ops and stop: they are in the
+	// status's Planned, and nothing is written (apply --once --dry-run).
+	DryRun bool
+	// Observe, if set, sees each round of a pass before its ops are
+	// applied (round 0, then 1 after a replace), and a dry run's.
+	Observe func(Round)
+	// CannotDrain says the node cannot be drained by this agent (apply
+	// --once has no cluster): a network replace while endpoints that are
+	// not the agent's are on the network is refused before any call,
+	// rather than journalled to wait for a drain.
+	CannotDrain bool
 
 	mu     sync.Mutex
 	plan   *plan.NodePlan
@@ -81,6 +97,15 @@ type Reconciler struct {
 	loaded bool
 	echo   *hns.Echo // the baseline, loaded at the first pass
 	fights fights    // another writer of the pod endpoints' ACLs
+}
+
+// Round is one round of a pass, as Reconciler.Observe sees it: the ops
+// Diff made (before any is applied), and what waits or is wrong.
+type Round struct {
+	N       int // 0, then 1 after a network replace
+	Ops     []hns.Op
+	Pending []string
+	Notes   []string
 }
 
 // EchoStore keeps the baseline of what HNS echoes (statedir.Baseline).
@@ -159,8 +184,16 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("plan %s: %w", p.Digest, err)
 	}
-	if want.Owned, err = r.loadOwned(); err != nil {
-		return Status{}, err
+	policyOnly := want.Foreign != nil
+	if policyOnly && r.Replacer != nil && r.Replacer.InProgress() {
+		// Begun for a plan that owned the network; this one owns nothing
+		// and cannot finish it.
+		return Status{}, fmt.Errorf("plan %s is policy only, but a network replace begun for an earlier plan is journalled in the state directory and unfinished: apply the earlier plan until the replace is done (its node stays cordoned meanwhile), or check HNS and remove the journal", p.Digest)
+	}
+	if !policyOnly {
+		if want.Owned, err = r.loadOwned(); err != nil {
+			return Status{}, err
+		}
 	}
 	want.Echo = r.loadEcho()
 	// At most two rounds: a replace, then what it leaves (pod ACLs).
@@ -173,12 +206,28 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 		if r.Metrics != nil && round == 0 {
 			r.Metrics.drift(len(ops))
 		}
+		var notes []string
+		if policyOnly && round == 0 {
+			pending = append(pending, unprotected(have, want)...)
+			notes = shared(have, want)
+		}
+		if r.Observe != nil {
+			r.Observe(Round{N: round, Ops: ops, Pending: pending, Notes: notes})
+		}
+		if r.DryRun {
+			return Status{Pending: pending, Notes: notes, Planned: ops}, nil
+		}
 		if i := slices.IndexFunc(ops, isNetworkReplace); i >= 0 && (round > 0 || want.Echo.Replaced(p.Digest, ops[i].Reason)) {
 			// The same replace never runs twice: HNS reads the network
 			// back as if it had not happened.
 			return r.refuseReplace(have, want, ops[i], pending), nil
 		}
-		if round == 0 && r.needsReplace(ops) {
+		if round == 0 && !policyOnly && r.needsReplace(ops) {
+			if r.CannotDrain {
+				if err := inTheWay(have, want, ops); err != nil {
+					return Status{Pending: pending}, err
+				}
+			}
 			st, err := r.replace(ctx, p, want, ops, pending)
 			if st.State == kube.StateConverged && err == nil {
 				if i := slices.IndexFunc(ops, isNetworkReplace); i >= 0 {
@@ -192,12 +241,15 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 			continue
 		}
 		if msg := r.fights.observe(have, want, ops); msg != "" {
-			return Status{State: kube.StateConflict, Pending: pending, LastError: msg}, nil
+			return Status{State: kube.StateConflict, Pending: pending, Notes: notes, LastError: msg}, nil
 		}
-		gc := r.GC.ops(ctx, p.Node, have, want, c)
+		var gc []hns.Op
+		if !policyOnly { // the CNI's endpoints are never the agent's to delete
+			gc = r.GC.ops(ctx, p.Node, have, want, c)
+		}
 		ops = append(ops, gc...)
 		if n, err := r.applyOps(ctx, ops); err != nil {
-			return Status{Ops: n, Pending: pending}, fmt.Errorf("%w (%d of %d ops applied; the next pass resumes)", err, n, len(ops))
+			return Status{Ops: n, Pending: pending, Notes: notes}, fmt.Errorf("%w (%d of %d ops applied; the next pass resumes)", err, n, len(ops))
 		}
 		for _, op := range gc {
 			r.GC.forget(op.Name)
@@ -220,11 +272,13 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 			r.saveEcho(want.Echo)
 		}
 		r.fights.leave(now, want)
-		r.saveOwned(want, p.Digest)
-		if ms := want.Echo.Mismatches(); len(ms) > 0 {
-			return Status{State: kube.StateReadbackMismatch, Ops: len(ops), Pending: pending, Mismatches: ms, LastError: mismatchError(ms)}, nil
+		if !policyOnly {
+			r.saveOwned(want, p.Digest)
 		}
-		return Status{Digest: p.Digest, Routes: routesOf(p), State: kube.StateConverged, Ops: len(ops), Pending: pending}, nil
+		if ms := want.Echo.Mismatches(); len(ms) > 0 {
+			return Status{State: kube.StateReadbackMismatch, Ops: len(ops), Pending: pending, Notes: notes, Mismatches: ms, LastError: mismatchError(ms)}, nil
+		}
+		return Status{Digest: p.Digest, Routes: routesOf(p), State: kube.StateConverged, Ops: len(ops), Pending: pending, Notes: notes}, nil
 	}
 }
 

@@ -103,7 +103,10 @@ func TestSameReplaceNeverTwice(t *testing.T) {
 	h := hnsmem.New()
 	// Another controller made the network with VNI 4097 (the plan's is
 	// 4096): a real difference, and the agent replaces it once.
-	w, _ := hns.WantFromPlan(p, hns.LiveValues{})
+	w, _, err := hns.WantFromPlan(p, hns.LiveValues{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	other := w.Network
 	other.RemoteRoutes = nil
 	other.Subnets = append([]hns.Subnet(nil), other.Subnets...)

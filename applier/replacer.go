@@ -21,6 +21,10 @@ type DrainReplacer struct {
 	// blocked or in error keeps its slot: the rollout halts on it.
 	Admit func(ctx context.Context, p *plan.NodePlan, resumed bool) (kube.NodeState, string, error)
 	Done  func(ctx context.Context)
+	// Confirmed says the operator asked for this replace by running it
+	// (apply --once): it drains and recreates whatever the plan's
+	// replacement mode.
+	Confirmed bool
 }
 
 // Replace runs or resumes the journalled replace; a new one journals
@@ -31,7 +35,7 @@ func (d *DrainReplacer) Replace(ctx context.Context, p *plan.NodePlan, want *hns
 	cfg := d.Base
 	cfg.Want, cfg.PlanDigest, cfg.Reason = want, p.Digest, reason
 	cfg.Mode = replace.ModeDrain
-	if p.Replacement == "manual" {
+	if p.Replacement == "manual" && !d.Confirmed {
 		cfg.Mode = replace.ModeManual
 	}
 	if d.Admit != nil {

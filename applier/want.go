@@ -70,14 +70,23 @@ func (c Competing) String() string { return c.What.String() + " pod " + c.Pod }
 // cluster knows), and an ACL list for each of this node's pods whose
 // address is in the network's subnet. Pending lists what must wait for
 // the cluster (a route whose tunnel MAC is unknown).
+//
+// For a policy-only plan every pod of this node with an address gets an
+// ACL list (empty without a policy program: the agent's ACLs go), whatever
+// its address: the CNI's IPAM gave it, and no subnet is the plan's.
 func WantOf(p *plan.NodePlan, c *Cluster) (want *hns.Want, pending []string, err error) {
 	var live hns.LiveValues
 	if c != nil {
 		live.TunnelMACs = c.TunnelMACs
 	}
-	want, pending = hns.WantFromPlan(p, live)
+	if want, pending, err = hns.WantFromPlan(p, live); err != nil {
+		return nil, nil, err
+	}
 	if c == nil {
 		return want, pending, nil
+	}
+	if p.PolicyOnly != nil {
+		return policyOnlyWant(p, c, want)
 	}
 	pending = append(pending, liveRoutes(p, c, want)...)
 	// The live cluster replaces the compile-time inventory.
@@ -96,6 +105,47 @@ func WantOf(p *plan.NodePlan, c *Cluster) (want *hns.Want, pending []string, err
 			return nil, nil, fmt.Errorf("render the ACLs of pod %s: %w", pod.Key(), err)
 		}
 		want.PodACLs[pod.IP] = hns.CanonicalACLs(slices.Concat(in, out))
+	}
+	return want, pending, nil
+}
+
+// policyOnlyWant is WantOf's want of a policy-only plan with a cluster:
+// the ACL lists of this node's pods, rendered with the node's own address
+// as the host (kubelet probes), by the pods' addresses.
+func policyOnlyWant(p *plan.NodePlan, c *Cluster, want *hns.Want) (*hns.Want, []string, error) {
+	want.PodACLs, want.PodNames = map[netip.Addr][]plan.ACL{}, map[netip.Addr]string{}
+	var pending []string
+	shared := map[netip.Addr]bool{}
+	var r *acl.Renderer
+	if p.Program != nil {
+		r = c.renderer(p.Program)
+	}
+	hosts := hostAddrs(p, c.NodeAddr)
+	for _, pod := range c.Pods {
+		if c.nodeOf(pod) != p.Node || !pod.IP.IsValid() {
+			continue
+		}
+		if other, dup := want.PodNames[pod.IP]; dup || shared[pod.IP] {
+			// Two live pods of this node on one address: one is on its
+			// way out. Which endpoint is whose cannot be told, so the
+			// address keeps the ACLs it has until one pod is gone.
+			if dup {
+				pending = append(pending, fmt.Sprintf("address %s: pods %s and %s both report it; its endpoints keep their ACLs until one of the pods is gone", pod.IP, other, pod.Key()))
+			}
+			delete(want.PodACLs, pod.IP)
+			delete(want.PodNames, pod.IP)
+			shared[pod.IP] = true
+			continue
+		}
+		acls := []plan.ACL{}
+		if r != nil {
+			in, out, err := r.RenderOn(pod, hosts)
+			if err != nil {
+				return nil, nil, fmt.Errorf("render the ACLs of pod %s: %w", pod.Key(), err)
+			}
+			acls = hns.CanonicalACLs(slices.Concat(in, out))
+		}
+		want.PodACLs[pod.IP], want.PodNames[pod.IP] = acls, pod.Key()
 	}
 	return want, pending, nil
 }

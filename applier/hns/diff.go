@@ -14,8 +14,17 @@ import (
 type Want struct {
 	Network      Network
 	HostEndpoint Endpoint
-	// PodACLs are the ACL lists of the node's pod endpoints.
+	// Foreign is set for a policy-only plan: it matches the networks,
+	// another program's, whose pod endpoints the agent programs. Network
+	// and HostEndpoint are then empty, and Diff makes ACL ops only.
+	Foreign *plan.NetworkMatcher
+	// PodACLs are the ACL lists of the node's pod endpoints. In a
+	// policy-only plan every pod of the node has an entry, empty when no
+	// policy applies: the agent's ACLs go, the owner's stay.
 	PodACLs map[netip.Addr][]plan.ACL
+	// PodNames are the pods of PodACLs, "namespace/name" by address, for
+	// what the agent reports.
+	PodNames map[netip.Addr]string
 	// Owned is the network the agent recorded as its own (its state
 	// directory), nil when there is no record. When it names another
 	// network than Network, the plan renamed it: Diff replaces it (see
@@ -45,7 +54,13 @@ type Want struct {
 // Endpoints named like the host endpoint on its network are duplicates
 // (HNS allows them): the one at the plan's address is kept, the others
 // deleted by ID.
+//
+// For a policy-only plan (want.Foreign) it makes ACL ops only: see
+// diffForeign.
 func Diff(have *State, want *Want) []Op {
+	if want.Foreign != nil {
+		return diffForeign(have, want)
+	}
 	var ops []Op
 	wn := &want.Network
 	hn := want.Echo.echoNetwork(have.Network(wn.Name))
@@ -109,10 +124,7 @@ func Diff(have *State, want *Want) []Op {
 	// Pod endpoints (the CNI's): only their ACL lists, only where they
 	// differ. After a replace they are gone; the CNI recreates them.
 	if !replaced {
-		for _, e := range have.EndpointsOn(wn.Name) {
-			if e.Name == we.Name || e.Remote {
-				continue // ours (or a duplicate of it), or kube-proxy's remote endpoint
-			}
+		for _, e := range PodEndpoints(have, want) {
 			acls, ok := want.PodACLs[e.IP.Addr()]
 			if !ok || EquivalentACLs(acls, want.Echo.echoACLs(e)) {
 				continue
@@ -253,8 +265,14 @@ func CanonicalACLs(acls []plan.ACL) []plan.ACL {
 	return out
 }
 
+// compareACL orders ACLs by direction, rule type, priority and Id, then
+// by everything else: two ACLs of another writer may share a priority
+// and have no Id (AKS's two Blocks at 200), and the order must not depend
+// on the order they were read in.
 func compareACL(a, b plan.ACL) int {
-	return cmp.Or(cmp.Compare(a.Direction, b.Direction), cmp.Compare(a.RuleType, b.RuleType), cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Id, b.Id))
+	return cmp.Or(cmp.Compare(a.Direction, b.Direction), cmp.Compare(a.RuleType, b.RuleType), cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.Id, b.Id),
+		cmp.Compare(a.Action, b.Action), cmp.Compare(a.Protocols, b.Protocols), cmp.Compare(a.LocalAddresses, b.LocalAddresses),
+		cmp.Compare(a.RemoteAddresses, b.RemoteAddresses), cmp.Compare(a.LocalPorts, b.LocalPorts), cmp.Compare(a.RemotePorts, b.RemotePorts))
 }
 
 func sameACLs(a, b []plan.ACL) bool {

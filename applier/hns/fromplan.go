@@ -12,8 +12,32 @@ import (
 // endpoint's MAC) are filled from live, when it has them; a route whose
 // MAC nobody knows yet is left out and listed in pending, to be added once
 // the live cluster says it.
-func WantFromPlan(p *plan.NodePlan, live LiveValues) (w *Want, pending []string) {
-	w = &Want{PodACLs: map[netip.Addr][]plan.ACL{}}
+//
+// A policy-only plan wants the ACL lists of its endpoints (one per pod,
+// possibly empty) on the networks it matches, and nothing else; its
+// network patterns are checked by plan.Validate, and one that does not
+// compile here is an error.
+func WantFromPlan(p *plan.NodePlan, live LiveValues) (w *Want, pending []string, err error) {
+	w = &Want{PodACLs: map[netip.Addr][]plan.ACL{}, PodNames: map[netip.Addr]string{}}
+	if po := p.PolicyOnly; po != nil {
+		if w.Foreign, err = plan.NewNetworkMatcher(po.Networks); err != nil {
+			return nil, nil, fmt.Errorf("plan %s: policyOnly.networks: %w", p.Digest, err)
+		}
+		for _, ep := range p.Endpoints {
+			if len(ep.IpConfigurations) == 0 {
+				continue
+			}
+			a := ep.IpConfigurations[0].IpAddress
+			acls := []plan.ACL{}
+			for _, pol := range ep.Policies {
+				if s, ok := pol.Settings.(plan.ACL); ok {
+					acls = append(acls, s)
+				}
+			}
+			w.PodACLs[a], w.PodNames[a] = CanonicalACLs(acls), ep.Pod
+		}
+		return w, nil, nil
+	}
 	n := &w.Network
 	n.Name, n.Type = p.Network.Name, p.Network.Type
 	for _, ipam := range p.Network.Ipams {
@@ -87,9 +111,10 @@ func WantFromPlan(p *plan.NodePlan, live LiveValues) (w *Want, pending []string)
 		}
 		if acls != nil {
 			w.PodACLs[ep.IpConfigurations[0].IpAddress] = CanonicalACLs(acls)
+			w.PodNames[ep.IpConfigurations[0].IpAddress] = ep.Pod
 		}
 	}
-	return w, pending
+	return w, pending, nil
 }
 
 // LiveValues are what the live cluster and host know that a plan cannot.

@@ -47,7 +47,10 @@ func fromPlanSample() *plan.NodePlan {
 
 func TestWantFromPlan(t *testing.T) {
 	p := fromPlanSample()
-	w, pending := hns.WantFromPlan(p, hns.LiveValues{TunnelMACs: map[string]string{"win-2": "00-15-5D-00-00-06"}})
+	w, pending, err := hns.WantFromPlan(p, hns.LiveValues{TunnelMACs: map[string]string{"win-2": "00-15-5D-00-00-06"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// linux-1's MAC is unknown: its route waits, and says why.
 	if len(pending) != 1 || !strings.Contains(pending[0], "192.168.0.128/26") || !strings.Contains(pending[0], "linux-1") {
@@ -78,7 +81,10 @@ func TestWantFromPlan(t *testing.T) {
 func TestWantFromPlanConverges(t *testing.T) {
 	h := hnsmem.New()
 	seed(t, h)
-	w, _ := hns.WantFromPlan(fromPlanSample(), hns.LiveValues{TunnelMACs: map[string]string{"win-2": "00-15-5D-00-00-06"}})
+	w, _, err := hns.WantFromPlan(fromPlanSample(), hns.LiveValues{TunnelMACs: map[string]string{"win-2": "00-15-5D-00-00-06"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	converge(t, h, w) // creates the network, and the CNI the pod
 	matches(t, h, w)
 	have, err := h.Snapshot(ctx)

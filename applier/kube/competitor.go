@@ -21,6 +21,10 @@ const (
 	// Flanneld is flannel's Windows node agent (flanneld and its HNS
 	// network), the DaemonSet kube-flannel-ds-windows-amd64.
 	Flanneld
+	// AzureNPM is Azure Network Policy Manager's Windows agent, the
+	// DaemonSet azure-npm-win: it writes ACLs to the pod endpoints of
+	// Azure CNI's network, as a policy-only agent does.
+	AzureNPM
 )
 
 // String is the competitor's name as the agent reports it.
@@ -30,6 +34,8 @@ func (c Competitor) String() string {
 		return "calico-node-windows"
 	case Flanneld:
 		return "flanneld"
+	case AzureNPM:
+		return "azure-npm-win"
 	}
 	return ""
 }
@@ -44,6 +50,7 @@ func (c Competitor) String() string {
 //     sig-windows-tools one carries no k8s-app label, hence the owner), or
 //     p is labelled k8s-app=calico-node-windows (the operator's label), in
 //     any namespace;
+//
 //   - flanneld: p is controlled by a DaemonSet whose name starts with
 //     kube-flannel-ds-windows (sig-windows-tools' HostProcess
 //     kube-flannel-ds-windows-amd64), or p is labelled app=flannel in
@@ -52,6 +59,12 @@ func (c Competitor) String() string {
 //     "flannel" out). Linux's kube-flannel-ds carries the label too, but
 //     never runs on a Windows node, and only pods on the agent's node are
 //     looked at.
+//
+//   - Azure NPM's Windows agent: p is controlled by a DaemonSet named
+//     azure-npm-win (its manifest in Azure/azure-container-networking,
+//     npm/examples/windows/azure-npm.yaml), or p is labelled
+//     k8s-app=azure-npm in namespace kube-system: the Linux agent carries
+//     that label too, but never runs on a Windows node.
 //
 // Whether p is on the agent's node, running or terminating is for the
 // caller (Pod.Node, Phase, Terminating).
@@ -65,6 +78,8 @@ func competitorOf(p *corev1.Pod) Competitor {
 			return CalicoNodeWindows
 		case strings.HasPrefix(o.Name, "kube-flannel-ds-windows"):
 			return Flanneld
+		case o.Name == "azure-npm-win":
+			return AzureNPM
 		}
 	}
 	switch {
@@ -72,6 +87,8 @@ func competitorOf(p *corev1.Pod) Competitor {
 		return CalicoNodeWindows
 	case p.Labels["app"] == "flannel" && (p.Namespace == "kube-flannel" || p.Namespace == "kube-system"):
 		return Flanneld
+	case p.Labels["k8s-app"] == "azure-npm" && p.Namespace == "kube-system":
+		return AzureNPM
 	}
 	return NoCompetitor
 }

@@ -35,6 +35,9 @@ func TestCompetitorOf(t *testing.T) {
 		{"flannel label in kube-system", "kube-system", "f", map[string]string{"app": "flannel"}, nil, Flanneld},
 		{"an app called flannel elsewhere", "shop", "flannel-0", map[string]string{"app": "flannel"}, nil, NoCompetitor},
 		{"kube-proxy", "kube-system", "kube-proxy-windows-abc", map[string]string{"k8s-app": "kube-proxy-windows"}, ds("kube-proxy-windows", true), NoCompetitor},
+		{"Azure NPM on Windows", "kube-system", "azure-npm-win-7tq2z", map[string]string{"k8s-app": "azure-npm"}, ds("azure-npm-win", true), AzureNPM},
+		{"Azure NPM label in kube-system", "kube-system", "npm", map[string]string{"k8s-app": "azure-npm"}, nil, AzureNPM},
+		{"azure-npm label elsewhere", "shop", "npm", map[string]string{"k8s-app": "azure-npm"}, nil, NoCompetitor},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: tc.ns, Name: tc.pod, Labels: tc.labels, OwnerReferences: tc.owners, ResourceVersion: "1"},

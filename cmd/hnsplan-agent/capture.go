@@ -19,7 +19,8 @@ type capturer interface {
 }
 
 func newCaptureCmd() *cobra.Command {
-	var out, hnsFlag, memQuirks string
+	var out, hnsFlag string
+	var mem memOptions
 	cmd := &cobra.Command{
 		Use:   "capture -o FILE [--hns ...]",
 		Short: "Write every HNS network, endpoint, policy and load balancer to FILE as HNS's v2 JSON",
@@ -35,7 +36,7 @@ It changes nothing and needs no state directory.`,
 			if out == "" {
 				return &exitError{code: exitUsage, err: errors.New("capture needs -o FILE (- for stdout)")}
 			}
-			client, closeFn, err := openHNS(hnsFlag, memQuirks, &plan.NodePlan{})
+			client, closeFn, err := openHNS(hnsFlag, mem, &plan.NodePlan{})
 			if err != nil {
 				return err
 			}
@@ -82,6 +83,6 @@ It changes nothing and needs no state directory.`,
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "the file to write (- for stdout)")
 	cmd.Flags().StringVar(&hnsFlag, "hns", defaultHNS, "HNS to read: mem, mem:STATE.json"+windowsHNSHelp)
-	cmd.Flags().StringVar(&memQuirks, "mem-quirks", "", memQuirksHelp)
+	mem.register(cmd.Flags())
 	return cmd
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,19 +8,18 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/hnsplan/hnsplan/applier"
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/applier/hns/hnswin"
 	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/planwatch"
 	"github.com/hnsplan/hnsplan/applier/replace"
-	"github.com/hnsplan/hnsplan/applier/statedir"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 	"github.com/hnsplan/hnsplan/internal/buildinfo"
 	"github.com/hnsplan/hnsplan/internal/crash"
@@ -77,7 +75,8 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 
 func newApplyCmd() *cobra.Command {
 	var once, dryRun, simulateCNI bool
-	var planFile, hnsFlag, node, stateDir, trustedKeys, memQuirks string
+	var planFile, hnsFlag, node, stateDir, trustedKeys string
+	var mem memOptions
 	cmd := &cobra.Command{
 		Use:   "apply --once --plan FILE [--trusted-keys FILE] [--dry-run] [--hns mem[:state.json]] [--state-dir DIR]",
 		Short: "Apply a plan file to HNS once: print the ops, apply them, print the result",
@@ -146,7 +145,7 @@ so that their ACLs can be applied.`,
 			if err != nil {
 				return &exitError{code: exitFailed, err: fmt.Errorf("%v; the last good plan stays applied (pass --node if this host's name is not the plan's)", err)}
 			}
-			client, closeFn, err := openHNS(hnsFlag, memQuirks, p)
+			client, closeFn, err := openHNS(hnsFlag, mem, p)
 			if err != nil {
 				return err
 			}
@@ -160,8 +159,13 @@ so that their ACLs can be applied.`,
 				return err
 			}
 			defer sd.close()
-			o := onceOpts{dryRun: dryRun, show: !simulateCNI, stateDir: sd.dir}
-			if err := applyOnce(cmd.Context(), cmd.OutOrStdout(), client, p, o); err != nil {
+			agent, err := applier.NewAgent(applier.Config{Node: node, HNS: client, HNSName: hnsFlag, StateDir: sd.dir, HostRoutes: hostRoutes(),
+				Plans: &planwatch.File{Path: planFile, Node: node, Trust: trust}, PlansFrom: planFile})
+			if err != nil {
+				return &exitError{code: exitUsage, err: err}
+			}
+			out := cmd.OutOrStdout()
+			if err := applyOnce(cmd.Context(), out, agent, client, p, dryRun, !simulateCNI); err != nil {
 				return err
 			}
 			if !simulateCNI {
@@ -173,9 +177,8 @@ so that their ACLs can be applied.`,
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "\n(the CNI networked %d pods)\n", n)
-			o.show = true
-			return applyOnce(cmd.Context(), cmd.OutOrStdout(), client, p, o)
+			fmt.Fprintf(out, "\n(the CNI networked %d pods)\n", n)
+			return applyOnce(cmd.Context(), out, agent, client, p, false, true)
 		},
 	}
 	cmd.Flags().BoolVar(&once, "once", false, "apply once and exit")
@@ -186,7 +189,7 @@ so that their ACLs can be applied.`,
 	cmd.Flags().StringVar(&stateDir, "state-dir", "", stateDirHelp)
 	cmd.Flags().BoolVar(&simulateCNI, "simulate-cni", false, "with --hns mem: create the plan's pod endpoints first, as the CNI would")
 	cmd.Flags().StringVar(&trustedKeys, "trusted-keys", "", trustedKeysHelp)
-	cmd.Flags().StringVar(&memQuirks, "mem-quirks", "", memQuirksHelp)
+	mem.register(cmd.Flags())
 	return cmd
 }
 
@@ -197,20 +200,13 @@ type callCounter interface {
 	ResetCalls()
 }
 
-// onceOpts are apply --once's settings: print the ops only (dryRun),
-// print the resulting state (show), and the state directory (the replace
-// journal, the record of the network the agent owns), which the caller
-// holds locked.
-type onceOpts struct {
-	dryRun, show bool
-	stateDir     string
-}
-
-// applyOnce diffs and applies; with show, it prints the resulting state.
-// Against an HNS that counts calls, it ends with how many it made: a run
-// with nothing to do makes no mutating call. A network replace, or one
-// the journal says is unfinished, goes through the journalled replace.
-func applyOnce(ctx context.Context, out io.Writer, client hns.Client, p *plan.NodePlan, o onceOpts) error {
+// applyOnce runs one pass of the agent (applier.Agent.Once) and prints
+// it: the ops with their reasons, what waits, the replace's steps, and,
+// with show, what HNS holds after. Against an HNS that counts calls, it
+// ends with how many it made: a run with nothing to do makes no mutating
+// call. Exit 1 when HNS does not hold the plan at the end (an error, a
+// read-back mismatch, a replace that waits).
+func applyOnce(ctx context.Context, out io.Writer, a *applier.Agent, client hns.Client, p *plan.NodePlan, dryRun, show bool) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -221,203 +217,83 @@ func applyOnce(ctx context.Context, out io.Writer, client hns.Client, p *plan.No
 			fmt.Fprintf(out, "HNS calls: %d mutating, %d reads\n", counter.MutatingCalls(), len(counter.Calls())-counter.MutatingCalls())
 		}()
 	}
-	owned, err := statedir.LoadOwned(o.stateDir)
-	if err != nil {
-		return &exitError{code: exitFailed, err: fmt.Errorf("%w; nothing was changed", err)}
-	}
-	journalPath := filepath.Join(o.stateDir, statedir.JournalFile)
-	journal, err := replace.LoadJournal(journalPath)
-	if err != nil {
-		return &exitError{code: exitFailed, err: fmt.Errorf("%w: a replace was left half done by another agent version, or the file was damaged; finish it with the agent that started it, or check HNS by hand before removing the file; nothing was changed", err)}
-	}
-	echo, err := statedir.LoadEcho(o.stateDir)
-	if err != nil {
-		fmt.Fprintf(out, "warning: %v\n", err)
-	}
-	have, err := client.Snapshot(ctx)
-	if err != nil {
-		return &exitError{code: exitFailed, err: fmt.Errorf("read HNS: %w", err)}
-	}
-	want, pending := hns.WantFromPlan(p, hns.LiveValues{})
-	want.Owned, want.Echo = owned, echo
-	ops := hns.Diff(have, want)
-	fmt.Fprintf(out, "node %s, plan %s: %d ops\n", p.Node, p.Digest, len(ops))
-	for _, op := range ops {
-		fmt.Fprintln(out, op)
-	}
-	for _, s := range pending {
-		fmt.Fprintf(out, "  pending: %s\n", s)
-	}
-	if journal != nil {
-		fmt.Fprintf(out, "  unfinished: the replace of network %s (%s), journalled at step %s in %s, ", journal.Want.Name, journal.Reason, journal.Step, journalPath)
-		if o.dryRun {
-			fmt.Fprintln(out, "which apply without --dry-run resumes")
-		} else {
-			fmt.Fprintln(out, "resumed now")
-		}
-	}
-	if o.dryRun {
-		if len(ops) == 0 && journal == nil {
-			fmt.Fprintln(out, "HNS matches the plan.")
-		}
-		return nil
-	}
-	if len(ops) == 0 && journal == nil {
-		if err := keepEcho(o.stateDir, echo, nil, have); err != nil {
-			return err
-		}
-		if err := mismatched(out, echo.Mismatches()); err != nil {
-			return err
-		}
-		fmt.Fprintln(out, "HNS matches the plan.")
-		return recordOwned(o.stateDir, owned, want, p.Digest)
-	}
-	if err := inTheWay(have, want, ops); err != nil {
-		return &exitError{code: exitFailed, err: err}
-	}
-	if i := slices.IndexFunc(ops, isNetworkReplace); i >= 0 && echo.Replaced(p.Digest, ops[i].Reason) {
-		// The loop breaker: this replace ran for this plan, and HNS reads
-		// the network back as if it had not.
-		ms := hns.NetworkMismatches(&want.Network, have.Network(cmp.Or(ops[i].From, ops[i].Name)))
-		fmt.Fprintf(out, "  not replacing network %s again: it was replaced for this plan (%s) and reads back otherwise\n", ops[i].Name, ops[i].Reason)
-		return mismatched(out, append(echo.Mismatches(), ms...))
-	}
-	if i := slices.IndexFunc(ops, isNetworkReplace); journal != nil || i >= 0 {
-		err := replaceOnce(ctx, out, client, p, want, journalPath)
-		if err == nil && i >= 0 {
-			echo.NoteReplace(p.Digest, ops[i].Reason)
-		}
-		if serr := statedir.SaveEcho(o.stateDir, echo); serr != nil && err == nil {
-			err = &exitError{code: exitFailed, err: fmt.Errorf("the network was replaced, but saving the baseline of what HNS echoes in %s failed: %w (run again)", o.stateDir, serr)}
-		}
-		if err != nil {
-			return err
-		}
-		// What is left: the pods' ACLs (the runner made the rest).
-		if have, err = client.Snapshot(ctx); err != nil {
-			return &exitError{code: exitFailed, err: fmt.Errorf("read HNS: %w", err)}
-		}
-		ops = hns.Diff(have, want)
-		if slices.ContainsFunc(ops, isNetworkReplace) {
-			return mismatched(out, append(echo.Mismatches(), hns.NetworkMismatches(&want.Network, have.Network(want.Network.Name))...))
-		}
-	}
-	for i, op := range ops {
-		if err := applier.Apply(ctx, client, op, maxAttempts, nil); err != nil {
-			return &exitError{code: exitFailed, err: fmt.Errorf("%s: %w%s; %d of %d ops were applied before it (run again to finish)",
-				strings.TrimSpace(op.String()), err, hint(err), i, len(ops))}
-		}
-	}
-	// The read-back: one snapshot, which the result printed is too.
-	now, err := client.Snapshot(ctx)
-	if err != nil {
-		return &exitError{code: exitFailed, err: fmt.Errorf("read HNS back after applying: %w", err)}
-	}
-	if err := keepEcho(o.stateDir, echo, ops, now); err != nil {
-		return err
-	}
-	if err := recordOwned(o.stateDir, owned, want, p.Digest); err != nil {
-		return err
-	}
-	if o.show {
-		now.Canonical()
-		fmt.Fprintf(out, "\nHNS now:\n%s", now)
-	}
-	return mismatched(out, echo.Mismatches())
-}
-
-func isNetworkReplace(op hns.Op) bool {
-	return op.Kind == hns.KindNetwork && (op.Action == hns.Replace || op.Action == hns.Delete)
-}
-
-// keepEcho takes the read-back now of ops into the baseline and saves
-// it if it changed.
-func keepEcho(dir string, echo *hns.Echo, ops []hns.Op, now *hns.State) error {
-	if !echo.Record(ops, now) {
-		return nil
-	}
-	if err := statedir.SaveEcho(dir, echo); err != nil {
-		return &exitError{code: exitFailed, err: fmt.Errorf("saving the baseline of what HNS echoes in %s: %w (run again)", dir, err)}
-	}
-	return nil
-}
-
-// mismatched prints the read-back mismatches and fails (exit 1) if there
-// are any: HNS does not hold what the plan asks, as far as it reads back.
-func mismatched(out io.Writer, ms []hns.Mismatch) error {
-	if len(ms) == 0 {
-		return nil
-	}
-	for _, m := range ms {
-		fmt.Fprintf(out, "hns-readback-mismatch: %s\n", m)
-	}
-	return &exitError{code: exitFailed, err: fmt.Errorf("HNS reads back %s otherwise than the agent wrote; not written again until the plan or the object changes (docs/first-windows-host.md says how to report it)",
-		plural(len(ms), "field", "fields"))}
-}
-
-// replaceOnce runs (or resumes) the journalled replace for apply --once.
-// It cannot drain: inTheWay has refused while pods are on the network,
-// so the drain finds none and nothing waits for one. Running apply is the
-// operator's confirmation, whatever the plan's replacement mode.
-func replaceOnce(ctx context.Context, out io.Writer, client hns.Client, p *plan.NodePlan, want *hns.Want, journalPath string) error {
-	res, err := replace.Run(ctx, replace.Config{
-		HNS: client, Drainer: applier.NoDrainer{}, HostRoutes: hostRoutes(),
-		Want: want, PlanDigest: p.Digest, JournalPath: journalPath,
-		Mode: replace.ModeDrain, Confirmed: true,
-		DrainTimeout: time.Nanosecond, // never wait: there is nothing to drain with
-		OnEvent: func(e replace.Event) {
-			fmt.Fprintf(out, "  replace: %s\n", e.Message)
+	resumed, changes, pending := false, 0, 0
+	st, err := a.Once(ctx, p, applier.OnceOptions{
+		DryRun: dryRun,
+		Resuming: func(j *replace.Journal, path string) {
+			resumed = true
+			what := "resumed now"
+			if dryRun {
+				what = "which apply without --dry-run resumes"
+			}
+			fmt.Fprintf(out, "unfinished: the replace of network %s (%s), journalled at step %s in %s, %s\n", j.Want.Name, j.Reason, j.Step, path, what)
 		},
+		Round: func(r applier.Round) {
+			changes += len(r.Ops)
+			if r.N == 0 {
+				fmt.Fprintf(out, "node %s, plan %s: %d ops\n", p.Node, p.Digest, len(r.Ops))
+			} else if len(r.Ops) > 0 {
+				fmt.Fprintf(out, "then, on the new network, %d ops\n", len(r.Ops))
+			}
+			for _, op := range r.Ops {
+				fmt.Fprintln(out, op)
+			}
+			if r.N == 0 {
+				pending = len(r.Pending)
+				for _, s := range r.Pending {
+					fmt.Fprintf(out, "  pending: %s\n", s)
+				}
+				for _, s := range r.Notes {
+					fmt.Fprintf(out, "  note: %s\n", s)
+				}
+			}
+		},
+		Event: func(e replace.Event) { fmt.Fprintf(out, "  replace: %s\n", e.Message) },
 	})
 	if err != nil {
-		return &exitError{code: exitFailed, err: fmt.Errorf("%w; the journal %s keeps the replace: run apply --once (or the service) again to resume it", err, journalPath)}
+		return &exitError{code: exitFailed, err: fmt.Errorf("%w%s", err, hint(err))}
 	}
-	if res.State != kube.StateConverged {
-		return &exitError{code: exitFailed, err: fmt.Errorf("the replace of network %s is %s; run apply --once again once that is resolved", want.Network.Name, res.State)}
+	matches := "HNS matches the plan."
+	if pending > 0 {
+		matches = "HNS matches the plan, but for what waits (pending, above)."
 	}
-	return nil
-}
-
-// recordOwned records the plan's network as the agent's, once HNS holds
-// it, unless the record says so already.
-func recordOwned(dir string, owned *hns.Owned, want *hns.Want, digest string) error {
-	o := hns.Owned{Network: want.Network.Name, HostEndpoint: want.HostEndpoint.Name}
-	if owned != nil && *owned == o {
+	switch {
+	case dryRun:
+		if changes == 0 && !resumed {
+			fmt.Fprintln(out, matches)
+		}
+		return nil
+	case st.State == kube.StateReadbackMismatch:
+		for _, m := range st.Mismatches {
+			fmt.Fprintf(out, "hns-readback-mismatch: %s\n", m)
+		}
+		return &exitError{code: exitFailed, err: fmt.Errorf("HNS reads back %s otherwise than the agent wrote; not written again until the plan or the object changes (docs/first-windows-host.md says how to report it)",
+			plural(len(st.Mismatches), "field", "fields"))}
+	case st.State != kube.StateConverged:
+		return &exitError{code: exitFailed, err: fmt.Errorf("node %s is %s: %s", p.Node, st.State, st.LastError)}
+	}
+	if changes == 0 && !resumed {
+		fmt.Fprintln(out, matches)
 		return nil
 	}
-	if err := statedir.SaveOwned(dir, o, digest); err != nil {
-		return &exitError{code: exitFailed, err: fmt.Errorf("HNS matches the plan, but recording its network in %s failed: %w (run again)", dir, err)}
+	if show {
+		fmt.Fprintf(out, "\nHNS now:\n%s", heldState(ctx, client))
 	}
 	return nil
 }
 
-// inTheWay refuses, before any call, a network replace or delete while
-// endpoints the agent does not own are on the network: apply --once
-// cannot drain the node, HNS would refuse the delete too
-// (ENTITY_HAS_REFERENCES), or, where it allows it, cut the pods off.
-func inTheWay(have *hns.State, want *hns.Want, ops []hns.Op) error {
-	_, oldHost := hns.Previous(have, want)
-	for _, op := range ops {
-		if op.Kind != hns.KindNetwork || op.Action != hns.Replace && op.Action != hns.Delete {
-			continue
-		}
-		var names []string
-		for _, e := range have.EndpointsOn(cmp.Or(op.From, op.Name)) {
-			if e.Name != want.HostEndpoint.Name && e.Name != oldHost {
-				names = append(names, e.Name)
-			}
-		}
-		if len(names) == 0 {
-			continue
-		}
-		n, more := len(names), ""
-		if n > 3 {
-			names, more = names[:3], fmt.Sprintf(" and %d more", len(names)-3)
-		}
-		return fmt.Errorf("network %s must be recreated (%s), but it still holds %s of pods or kube-proxy (%s%s): drain the node (kubectl drain NODE --ignore-daemonsets) and apply again; nothing was changed",
-			cmp.Or(op.From, op.Name), op.Reason, plural(n, "endpoint", "endpoints"), strings.Join(names, ", "), more)
+// heldState renders what HNS holds: the in-memory HNS's own rendering
+// (not a call), else a snapshot's.
+func heldState(ctx context.Context, client hns.Client) string {
+	if s, ok := client.(fmt.Stringer); ok {
+		return s.String()
 	}
-	return nil
+	now, err := client.Snapshot(ctx)
+	if err != nil {
+		return fmt.Sprintf("(reading HNS: %v)\n", err)
+	}
+	now.Canonical()
+	return now.String()
 }
 
 // hint says what to do about the HNS errors an operator can act on.
@@ -436,55 +312,150 @@ func hint(err error) string {
 }
 
 // openRunHNS is openHNS for the service, before any plan is known.
-func openRunHNS(flag, quirks string) (hns.Client, error) {
-	c, _, err := openHNS(flag, quirks, &plan.NodePlan{})
+func openRunHNS(flag string, mem memOptions) (hns.Client, error) {
+	c, _, err := openHNS(flag, mem, &plan.NodePlan{})
 	return c, err
 }
 
+// memOptions are the flags of the in-memory HNS: --mem-quirks and
+// --mem-seed.
+type memOptions struct {
+	quirks, seed string
+}
+
+func (o *memOptions) register(fl *pflag.FlagSet) {
+	fl.StringVar(&o.quirks, "mem-quirks", "", memQuirksHelp)
+	fl.StringVar(&o.seed, "mem-seed", "", memSeedHelp)
+}
+
+const memSeedHelp = "with --hns mem: start from what a capture holds (hnsplan-agent capture -o FILE on a real node, or an assembled one: examples/*/*.capture.json), " +
+	"as a CNI, kube-proxy or an earlier agent left the node; with mem:STATE.json only while STATE.json does not exist yet"
+
 const memQuirksHelp = "with --hns mem: the HNS read-back quirks to model, comma-separated (" +
-	"no-vxlanport-echo, no-acl-id, acl-any-empty, acl-extra-fields, acl-priority-default, duplicate-endpoint-names, vsid-unreadable, vsid-echo-differs, route-batch-partial; see docs/first-windows-host.md)"
+	"no-vxlanport-echo, no-acl-id, acl-any-empty, acl-extra-fields, acl-priority-default, duplicate-endpoint-names, duplicate-endpoint-ips, vsid-unreadable, vsid-echo-differs, route-batch-partial; see docs/first-windows-host.md)"
 
 // openHNS returns the client --hns names, the in-memory one with the
-// --mem-quirks given. The in-memory HNS plays the plan's node: its
-// management address is the one the plan gives the host.
-func openHNS(flag, quirks string, p *plan.NodePlan) (hns.Client, func(), error) {
+// --mem-quirks given and seeded from --mem-seed. The in-memory HNS plays
+// the plan's node: its management address is the one the plan gives the
+// host.
+func openHNS(flag string, mem memOptions, p *plan.NodePlan) (hns.Client, func(), error) {
+	isMem := flag == "mem" || strings.HasPrefix(flag, "mem:")
 	var opts []hnsmem.Option
 	if pa, ok := plan.Find[plan.ProviderAddress](p.HostEndpoint.Policies); ok {
 		opts = append(opts, hnsmem.ManagementAddress(pa.ProviderAddress))
 	}
-	if quirks != "" {
-		if flag != "mem" && !strings.HasPrefix(flag, "mem:") {
+	if mem.quirks != "" {
+		if !isMem {
 			return nil, nil, &exitError{code: exitUsage, err: fmt.Errorf("--mem-quirks needs --hns mem or mem:FILE (the host's HNS has its own)")}
 		}
-		qs, err := hnsmem.ParseQuirks(quirks)
+		qs, err := hnsmem.ParseQuirks(mem.quirks)
 		if err != nil {
 			return nil, nil, &exitError{code: exitUsage, err: fmt.Errorf("--mem-quirks: %w", err)}
 		}
 		opts = append(opts, hnsmem.WithQuirks(qs...))
 	}
+	if mem.seed != "" && !isMem {
+		return nil, nil, &exitError{code: exitUsage, err: fmt.Errorf("--mem-seed needs --hns mem or mem:FILE (it never writes to the host's HNS)")}
+	}
+	var h *hnsmem.HNS
 	switch {
 	case flag == "mem":
-		return hnsmem.New(opts...), func() {}, nil
+		h = hnsmem.New(opts...)
 	case strings.HasPrefix(flag, "mem:"):
-		h, err := hnsmem.Open(strings.TrimPrefix(flag, "mem:"), opts...)
-		if err != nil {
+		path := strings.TrimPrefix(flag, "mem:")
+		if _, err := os.Stat(path); err == nil && mem.seed != "" {
+			return nil, nil, &exitError{code: exitUsage, err: fmt.Errorf("--mem-seed %s with --hns %s, which exists: the state file already holds a node; remove it to start again from the capture, or leave out --mem-seed", mem.seed, flag)}
+		}
+		var err error
+		if h, err = hnsmem.Open(path, opts...); err != nil {
 			return nil, nil, &exitError{code: exitFailed, err: err}
 		}
-		return h, func() {}, nil
+	default:
+		return openPlatformHNS(flag)
 	}
-	return openPlatformHNS(flag)
+	if mem.seed != "" {
+		if err := seedHNS(h, mem.seed); err != nil {
+			return nil, nil, err
+		}
+	}
+	return h, func() {}, nil
+}
+
+// seedHNS fills the in-memory HNS with what the capture file holds, read
+// as the agent reads a node (hnswin.DecodeCapture).
+func seedHNS(h *hnsmem.HNS, file string) error {
+	b, err := readBounded(file, maxCaptureSize)
+	if err != nil {
+		return &exitError{code: exitUsage, err: fmt.Errorf("--mem-seed: %w", err)}
+	}
+	st, err := hnswin.DecodeCapture(b)
+	if err != nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("--mem-seed %s: %w (a file hnsplan-agent capture -o wrote)", file, err)}
+	}
+	if err := h.Seed(st); err != nil {
+		return &exitError{code: exitFailed, err: fmt.Errorf("--mem-seed %s: %w", file, err)}
+	}
+	return nil
+}
+
+// maxCaptureSize bounds a capture read as a seed: a node's networks,
+// endpoints and load balancers (a 110-pod node with 5,000 kube-proxy load
+// balancers is a few MiB).
+const maxCaptureSize = 64 << 20
+
+// readBounded reads a regular file of at most max bytes.
+func readBounded(name string, max int64) ([]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", name)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("%s is larger than %d MiB", name, max>>20)
+	}
+	return b, nil
 }
 
 // simulatePods creates the plan's pod endpoints in the in-memory HNS as
 // the CNI would when the pods start: with the pod template's policies and
-// no ACLs. It returns how many it created.
+// no ACLs, on the plan's network; for a policy-only plan, with no policy,
+// on the first network of HNS the plan matches (the CNI's, seeded). It
+// returns how many it created.
 func simulatePods(h *hnsmem.HNS, p *plan.NodePlan) (int, error) {
 	snap, err := h.Snapshot(context.Background())
 	if err != nil {
 		return 0, err
 	}
+	network, suffix := p.Network.Name, "_"+p.Network.Name
+	if po := p.PolicyOnly; po != nil {
+		m, err := plan.NewNetworkMatcher(po.Networks)
+		if err != nil {
+			return 0, err
+		}
+		network, suffix = "", "-eth0"
+		for _, n := range snap.Networks {
+			if m.Match(n.Name) {
+				network = n.Name
+				break
+			}
+		}
+		if network == "" {
+			return 0, fmt.Errorf("no network of the in-memory HNS matches the plan's networks %s: seed the CNI's network first (--mem-seed a capture of the node)", m)
+		}
+	}
 	have := map[netip.Addr]bool{}
-	for _, e := range snap.EndpointsOn(p.Network.Name) {
+	for _, e := range snap.EndpointsOn(network) {
 		have[e.IP.Addr()] = true
 	}
 	n := 0
@@ -498,8 +469,18 @@ func simulatePods(h *hnsmem.HNS, p *plan.NodePlan) (int, error) {
 				policies = append(policies, pol)
 			}
 		}
-		name := fmt.Sprintf("cni-%04d_%s", i, p.Network.Name)
-		if err := h.AddPodEndpoint(p.Network.Name, name, netipPrefix(e.IpConfigurations[0]), e.MacAddress, policies); err != nil {
+		ip := netipPrefix(e.IpConfigurations[0])
+		if p.PolicyOnly != nil {
+			// The CNI's network's prefix length, as its IPAM gives it.
+			for _, nw := range snap.Networks {
+				for _, s := range nw.Subnets {
+					if nw.Name == network && s.Prefix.Contains(ip.Addr()) {
+						ip = netip.PrefixFrom(ip.Addr(), s.Prefix.Bits())
+					}
+				}
+			}
+		}
+		if err := h.AddPodEndpoint(network, fmt.Sprintf("cni-%04d%s", i, suffix), ip, e.MacAddress, policies); err != nil {
 			return n, err
 		}
 		n++

@@ -13,9 +13,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hnsplan/hnsplan/applier"
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
 	"github.com/hnsplan/hnsplan/applier/hns/hnswin"
+	"github.com/hnsplan/hnsplan/applier/planwatch"
+	"github.com/hnsplan/hnsplan/applier/replace"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
@@ -181,38 +184,47 @@ func TestApplyErrors(t *testing.T) {
 	}
 }
 
-// TestApplyRetries: a transient HNS error is retried and the run succeeds;
-// a permanent one stops the run with the typed error, and says how far
-// it got.
+// TestApplyRetries: apply --once runs the agent's pass: a transient HNS
+// error is retried and the run succeeds; a permanent one stops the run
+// with the typed error, and says how far it got.
 func TestApplyRetries(t *testing.T) {
 	p := samplePlan()
 	if _, err := plan.Encode(p); err != nil {
 		t.Fatal(err)
 	}
 	timeout := &hns.Error{Call: "hcnModifyNetwork", Code: 0x80070102, Msg: "wait timed out", Transient: true}
+	agent := func(h hns.Client) *applier.Agent {
+		a, err := applier.NewAgent(applier.Config{Node: p.Node, HNS: h, StateDir: t.TempDir(), HostRoutes: replace.NewMemRoutes(),
+			Plans: &planwatch.File{Path: "plan.json", Node: p.Node}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
 
 	h := hnsmem.New()
-	h.FailNext(hns.KindRoute, timeout)
+	h.FailNext(hns.KindRoutes, timeout)
+	a := agent(h)
 	var out bytes.Buffer
-	if err := applyOnce(context.Background(), &out, h, p, onceOpts{stateDir: t.TempDir()}); err != nil {
+	if err := applyOnce(context.Background(), &out, a, h, p, false, true); err != nil {
 		t.Fatalf("a transient error was not retried: %v", err)
 	}
-	if !strings.Contains(out.String(), "HNS calls: 4 mutating") { // 3 ops, one retried
+	if !strings.Contains(out.String(), "HNS calls: 4 mutating") { // network, one batch of routes retried, host endpoint
 		t.Errorf("output:\n%s", out.String())
 	}
 	out.Reset()
-	if err := applyOnce(context.Background(), &out, h, p, onceOpts{stateDir: t.TempDir()}); err != nil || !strings.Contains(out.String(), "HNS matches the plan.") {
+	if err := applyOnce(context.Background(), &out, a, h, p, false, true); err != nil || !strings.Contains(out.String(), "HNS matches the plan.") {
 		t.Errorf("second run: %v\n%s", err, out.String())
 	}
 
 	h = hnsmem.New()
-	h.FailNext(hns.KindRoute, &hns.Error{Call: "hcnModifyNetwork", Code: hns.CodeInvalidPolicy, Msg: "invalid policy"})
-	err := applyOnce(context.Background(), &out, h, p, onceOpts{stateDir: t.TempDir()})
+	h.FailNext(hns.KindEndpoint, &hns.Error{Call: "hcnCreateEndpoint", Code: hns.CodeInvalidPolicy, Msg: "invalid policy"})
+	err := applyOnce(context.Background(), &out, agent(h), h, p, false, true)
 	var he *hns.Error
 	if !errors.As(err, &he) || he.Code != hns.CodeInvalidPolicy {
 		t.Fatalf("err = %v, want the typed INVALID_POLICY error", err)
 	}
-	if !strings.Contains(err.Error(), "1 of 3 ops were applied before it") {
+	if !strings.Contains(err.Error(), "of 3 ops applied; the next pass resumes") {
 		t.Errorf("err = %v, want how far it got", err)
 	}
 }

@@ -208,7 +208,10 @@ func (w *killWorld) plan(t *testing.T, scenario string) *plan.NodePlan {
 func (w *killWorld) checkConverged(t *testing.T, dir, scenario string) {
 	t.Helper()
 	p := w.plan(t, scenario)
-	want, _ := hns.WantFromPlan(p, hns.LiveValues{})
+	want, _, err := hns.WantFromPlan(p, hns.LiveValues{})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	dry := []string{"apply", "--once", "--dry-run", "--plan", w.plans[scenario], "--node", killNode, "--hns", "mem:" + filepath.Join(dir, killHNSFile)}
 	cmd := exec.Command(w.agent, dry...)

@@ -32,7 +32,8 @@ const serviceName = "hnsplan-agent"
 // runFlags are the service's settings (`run`, and what `install` passes).
 type runFlags struct {
 	node, planFile, planSource, kubeconfig, hns, listen, stateDir string
-	trustedKeys, memQuirks, memoryLimit                           string
+	trustedKeys, memoryLimit                                      string
+	mem                                                           memOptions
 	resync, drainTimeout, gcGrace                                 time.Duration
 	untilConverged, simulateCNI, trustedKeysCM                    bool
 
@@ -48,7 +49,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.hns, "hns", defaultHNS, "HNS to talk to: mem, mem:STATE.json"+windowsHNSHelp)
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:9180", "address of /healthz, /readyz, /metrics and /status")
 	fl.StringVar(&f.stateDir, "state-dir", "", stateDirHelp)
-	fl.StringVar(&f.memQuirks, "mem-quirks", "", memQuirksHelp)
+	f.mem.register(fl)
 	fl.StringVar(&f.memoryLimit, "memory-limit", defaultMemoryLimit, "the Go runtime's soft memory limit, such as 224Mi (0: none; GOMEMLIMIT, if set, wins): the GC works harder near it")
 	fl.DurationVar(&f.resync, "resync", 5*time.Minute, "period of passes that catch drift nobody announced")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "how long a replace waits for the node's pods to leave before it reports blocked (and retries)")
@@ -112,7 +113,7 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 	}
 	client := f.client
 	if client == nil {
-		if client, err = openRunHNS(f.hns, f.memQuirks); err != nil {
+		if client, err = openRunHNS(f.hns, f.mem); err != nil {
 			return err
 		}
 	}

@@ -111,7 +111,10 @@ func TestApplyResumesJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := hns.WantFromPlan(head, hns.LiveValues{})
+	want, _, err := hns.WantFromPlan(head, hns.LiveValues{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	errKilled := errors.New("killed")
 	_, err = replace.Run(context.Background(), replace.Config{HNS: h, Drainer: applier.NoDrainer{}, HostRoutes: replace.NewMemRoutes(),
 		Want: want, PlanDigest: head.Digest, JournalPath: filepath.Join(state, statedir.JournalFile),

@@ -29,6 +29,24 @@ func (x *checker) windowsNodes() map[string]string {
 	return m
 }
 
+// hostProcess says whether p runs HostProcess containers: its pod
+// security context says so, or every container's does. Such a pod is on
+// the host's network (hostNetwork must be true), which Windows supports.
+func hostProcess(p *corev1.Pod) bool {
+	if sc := p.Spec.SecurityContext; sc != nil && sc.WindowsOptions != nil && sc.WindowsOptions.HostProcess != nil {
+		return *sc.WindowsOptions.HostProcess
+	}
+	if len(p.Spec.Containers) == 0 {
+		return false
+	}
+	for _, c := range p.Spec.Containers {
+		if sc := c.SecurityContext; sc == nil || sc.WindowsOptions == nil || sc.WindowsOptions.HostProcess == nil || !*sc.WindowsOptions.HostProcess {
+			return false
+		}
+	}
+	return true
+}
+
 func services(x *checker) {
 	inv := x.in.Inventory
 	if len(inv.Pods) == 0 {
@@ -42,9 +60,9 @@ func services(x *checker) {
 			continue
 		}
 		podsByNS[p.Namespace] = append(podsByNS[p.Namespace], p)
-		if p.Spec.HostNetwork {
+		if p.Spec.HostNetwork && !hostProcess(&p.Pod) {
 			x.reportAt("host-network-pod", p.Spec.NodeName, p.Source.Pos, "spec.hostNetwork",
-				"pod %s/%s on Windows node %s has hostNetwork: true, which Windows nodes do not support", p.Namespace, p.Name, p.Spec.NodeName)
+				"pod %s/%s on Windows node %s has hostNetwork: true, which Windows nodes support only for HostProcess containers (securityContext.windowsOptions.hostProcess: true)", p.Namespace, p.Name, p.Spec.NodeName)
 		}
 		if p.Spec.DNSPolicy == corev1.DNSClusterFirstWithHostNet {
 			x.reportAt("dns-cluster-first-with-host-net", p.Spec.NodeName, p.Source.Pos, "spec.dnsPolicy",

@@ -17,8 +17,8 @@ func Pods(inv *intent.Inventory) []*acl.Pod {
 	var out []*acl.Pod
 	for i := range inv.Pods {
 		p := &inv.Pods[i]
-		if p.Spec.HostNetwork {
-			continue
+		if p.Spec.HostNetwork || p.Status.Phase == "Succeeded" || p.Status.Phase == "Failed" {
+			continue // no endpoint; Calico makes no workload endpoint of a finished pod
 		}
 		ip, err := netip.ParseAddr(PodIP(p))
 		if err != nil {

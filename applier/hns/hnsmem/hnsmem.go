@@ -402,6 +402,36 @@ func (m *HNS) AddNetwork(n hns.Network) error {
 	return m.transact(func(t *txn) error { return t.createNetwork("hcnCreateNetwork", &n, true) })
 }
 
+// Seed adds everything s holds, as others made it: its networks, then its
+// endpoints (each with its policies, ACLs, MAC, flags and attachment),
+// then its load balancers. s is what a snapshot of a real node reads (a
+// capture, `hnsplan-agent capture`): HNS's IDs are not kept (the model
+// gives its own), names and everything else are. Each object is
+// validated like a create; the first one refused stops the seeding, with
+// what was added before it kept. Not recorded.
+func (m *HNS) Seed(s *hns.State) error {
+	for i := range s.Networks {
+		n := s.Networks[i]
+		n.ID = ""
+		if err := m.AddNetwork(n); err != nil {
+			return fmt.Errorf("seeding network %q: %w", n.Name, err)
+		}
+	}
+	for i := range s.Endpoints {
+		e := s.Endpoints[i]
+		e.ID = ""
+		if err := m.addEndpoint(e); err != nil {
+			return fmt.Errorf("seeding endpoint %q: %w", e.Name, err)
+		}
+	}
+	for _, lb := range s.LoadBalancers {
+		if err := m.AddLoadBalancer(lb.ID, lb.VIP); err != nil {
+			return fmt.Errorf("seeding load balancer %s: %w", lb.ID, err)
+		}
+	}
+	return nil
+}
+
 // AddPodEndpoint seeds a pod endpoint as the CNI creates it (hcsshim-hns.md
 // §4: the plugins create endpoints on an existing network, with
 // ProviderAddress, OutBoundNAT, SDNRoute and ACL policies). ACL policies

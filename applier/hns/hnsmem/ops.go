@@ -431,7 +431,10 @@ func (t *txn) checkEndpointIP(call string, n *hns.Network, spec *hns.Endpoint) e
 	}
 	// Two endpoints of a network cannot share an address (an assumption:
 	// ADDR_INVALID_OR_RESERVED, hcsshim-hns.md §3 "Errors", is the
-	// closest documented code).
+	// closest documented code), unless QuirkDuplicateEndpointIPs.
+	if t.cfg.quirks.has(QuirkDuplicateEndpointIPs) {
+		return nil
+	}
 	for _, o := range t.st.EndpointsOn(n.Name) {
 		if o.Name != spec.Name && o.IP.Addr() == a {
 			return herr(call, CodeAddrInvalidOrReserved, "endpoint %q: %s is already endpoint %q's", spec.Name, a, o.Name)

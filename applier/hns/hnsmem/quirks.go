@@ -44,6 +44,11 @@ const (
 	// QuirkDuplicateEndpointNames: creating an endpoint with a name that
 	// is taken succeeds and makes a second one (calico#4280).
 	QuirkDuplicateEndpointNames Quirk = "duplicate-endpoint-names"
+	// QuirkDuplicateEndpointIPs: creating an endpoint on an address
+	// another endpoint of the network holds succeeds, and both hold it
+	// (Azure/AKS#5653: a stale endpoint and a new pod's, on real AKS
+	// nodes; without it the model refuses, an assumption).
+	QuirkDuplicateEndpointIPs Quirk = "duplicate-endpoint-ips"
 	// QuirkVSIDUnreadable: a subnet's VSID reads back absent (a network
 	// made through the v1 API keeps it in a form the v2 read may not
 	// show).
@@ -66,7 +71,7 @@ const (
 // Quirks lists every quirk, in a fixed order.
 var Quirks = []Quirk{
 	QuirkNoVxlanPortEcho, QuirkNoACLID, QuirkACLAnyEmpty, QuirkACLExtraFields,
-	QuirkACLPriorityDefault, QuirkDuplicateEndpointNames, QuirkVSIDUnreadable, QuirkVSIDEchoDiffers,
+	QuirkACLPriorityDefault, QuirkDuplicateEndpointNames, QuirkDuplicateEndpointIPs, QuirkVSIDUnreadable, QuirkVSIDEchoDiffers,
 	QuirkRouteBatchPartial,
 }
 

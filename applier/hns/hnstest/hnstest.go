@@ -40,6 +40,12 @@
 //     endpoint only if its name matches; a refused list (a bad Action)
 //     is a typed error that leaves the old list; a missing endpoint is
 //     not found.
+//   - foreign: on an L2Bridge network made by another program, an
+//     endpoint with its policies (OutBoundNAT, SDNRoute, a type hnsplan
+//     does not know) and ACLs of its own: ACL ops that keep those ACLs and
+//     add, change or remove others leave every other policy reading back
+//     exactly as it read before the first write (a policy-only agent on
+//     Azure CNI's endpoints).
 //   - routes: a RemoteSubnetRoute reads back exactly as sent (Felix and
 //     Diff compare routes field by field); adding it again is a no-op; a
 //     second route to a taken prefix fails with CodePolicyAlreadyExists
@@ -128,6 +134,7 @@ var checks = []check{
 	{"endpoint", checkEndpoint},
 	{"host-attached", checkHostAttached},
 	{"acl", checkACL},
+	{"foreign", checkForeign},
 	{"routes", checkRoutes},
 	{"route-batch", checkRouteBatch},
 	{"snapshot", checkSnapshot},

@@ -3,6 +3,7 @@ package hnstest_test
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,6 +76,21 @@ func TestSuiteFails(t *testing.T) {
 			bare := *e
 			bare.Policies = nil
 			return b.HNS.Apply(ctx, hns.Op{Action: hns.Update, Kind: hns.KindEndpoint, Name: e.Name, ID: e.ID, Network: e.Network, EndpointSpec: &bare})
+		}}},
+		{"unknown policy types dropped by an ACL update", "foreign: after adding the agent's ACLs to the owner's: the owner's policies changed", broken{apply: func(b *broken, ctx context.Context, op hns.Op) error {
+			if err := b.HNS.Apply(ctx, op); err != nil || op.Kind != hns.KindACL {
+				return err
+			}
+			// A client that re-encodes the policies it knows and loses
+			// the others (L2Driver).
+			st, _ := b.HNS.Snapshot(context.WithoutCancel(ctx))
+			e := st.Endpoint(op.Name)
+			if e == nil {
+				return nil
+			}
+			known := *e
+			known.Policies = slices.DeleteFunc(slices.Clone(e.Policies), func(p plan.Policy) bool { _, raw := p.Settings.(plan.Raw); return raw })
+			return b.HNS.Apply(ctx, hns.Op{Action: hns.Update, Kind: hns.KindEndpoint, Name: e.Name, ID: e.ID, Network: e.Network, EndpointSpec: &known})
 		}}},
 		{"snapshot shared", "snapshot: changing a snapshot changed HNS", broken{snapshot: func(b *broken, ctx context.Context) (*hns.State, error) {
 			if b.last == nil {
