@@ -68,9 +68,10 @@ type Config struct {
 	// (--listen; default 127.0.0.1:9180).
 	Listen string
 	// Resync (--resync, default 5 min), DrainTimeout (--drain-timeout,
-	// default 10 min) and GCGrace (--gc-grace, default 10 min): see the
-	// flags.
-	Resync, DrainTimeout, GCGrace time.Duration
+	// default 10 min), GCGrace (--gc-grace, default 10 min) and
+	// EndpointPoll (--endpoint-poll, default 2 s: how often a policy-only
+	// agent looks for pod endpoints the CNI made): see the flags.
+	Resync, DrainTimeout, GCGrace, EndpointPoll time.Duration
 	// UntilConverged makes Run return nil once HNS matches the plan in
 	// force (--until-converged), and an error once it reads back otherwise
 	// than written, which no further pass mends.
@@ -85,6 +86,10 @@ type Config struct {
 	// Log is the agent's log (default: discarded).
 	Log *slog.Logger
 }
+
+// DefaultEndpointPoll is how often a policy-only agent lists HNS's
+// endpoints for ones the CNI made (Config.EndpointPoll).
+const DefaultEndpointPoll = 2 * time.Second
 
 // DefaultListen is the address of the agent's HTTP endpoints.
 const DefaultListen = "127.0.0.1:9180"
@@ -102,6 +107,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.GCGrace <= 0 {
 		c.GCGrace = 10 * time.Minute
+	}
+	if c.EndpointPoll <= 0 {
+		c.EndpointPoll = DefaultEndpointPoll
 	}
 	if c.RolloutNamespace == "" {
 		c.RolloutNamespace = planwatch.ConfigMapNamespace
@@ -146,7 +154,7 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"--resync", c.Resync}, {"--drain-timeout", c.DrainTimeout}, {"--gc-grace", c.GCGrace}, {"Config.SlotPoll", c.SlotPoll}} {
+	}{{"--resync", c.Resync}, {"--drain-timeout", c.DrainTimeout}, {"--gc-grace", c.GCGrace}, {"--endpoint-poll", c.EndpointPoll}, {"Config.SlotPoll", c.SlotPoll}} {
 		if d.v < 0 {
 			errs = append(errs, fmt.Errorf("%s %v is negative: give a positive duration, or leave it out for the default", d.name, d.v))
 		}

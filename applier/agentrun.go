@@ -71,6 +71,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.cfg.Log.Info("hnsplan-agent running", "node", a.cfg.Node, "plan", a.cfg.PlansFrom, "hns", a.cfg.HNSName, "listen", srv.Addr, "cluster", a.cfg.Kube != nil)
 
 	goFn(func() { a.loop.Run(ctx) })
+	goFn(func() { a.pollEndpoints(ctx) })
 	select {
 	case <-ctx.Done():
 		return nil

@@ -2,12 +2,15 @@ package applier
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hnsplan/hnsplan/applier/hns"
+	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
 // maxListed bounds the pods and addresses a status names one by one: a
@@ -69,6 +72,80 @@ func shared(have *hns.State, want *hns.Want) []string {
 			a, want.PodNames[a], len(names), strings.Join(names, ", ")))
 	}
 	return out
+}
+
+// endpointsSeen is a fingerprint of pod endpoints: each one's HNS ID and
+// address, sorted. A CNI that makes an endpoint, or remakes one on the
+// same address (a sandbox restarted), changes it.
+func endpointsSeen(eps []*hns.Endpoint) string {
+	keys := make([]string, len(eps))
+	for i, e := range eps {
+		keys[i] = hns.EndpointKey(e) + "@" + e.IP.Addr().String()
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, ",")
+}
+
+// EndpointLister lists HNS's endpoints more cheaply than a Snapshot
+// (hnswin's and hnsmem's Endpoints): the endpoint poll's read.
+type EndpointLister interface {
+	Endpoints(ctx context.Context) ([]hns.Endpoint, error)
+}
+
+// pollEndpoints asks for a pass whenever HNS holds other pod endpoints on
+// a policy-only plan's networks than the last pass left: a CNI that makes
+// an endpoint announces it to no watch, and when the pod keeps its
+// address (a sandbox restarted, an endpoint recreated) no cluster change
+// follows either. Felix's Windows dataplane has no such poll: it looks at
+// HNS only when a workload endpoint changes. It runs until ctx is done.
+func (a *Agent) pollEndpoints(ctx context.Context) {
+	t := time.NewTicker(a.cfg.EndpointPoll)
+	defer t.Stop()
+	var m *plan.NetworkMatcher
+	var matched string // the digest of the plan m is of
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p := a.r.Plan()
+		if p == nil || p.PolicyOnly == nil {
+			continue
+		}
+		if matched != p.Digest {
+			var err error
+			if m, err = plan.NewNetworkMatcher(p.PolicyOnly.Networks); err != nil {
+				continue // the pass reports it
+			}
+			matched = p.Digest
+		}
+		var eps []hns.Endpoint
+		var err error
+		if l, ok := a.cfg.HNS.(EndpointLister); ok {
+			eps, err = l.Endpoints(ctx)
+		} else {
+			var st *hns.State
+			if st, err = a.cfg.HNS.Snapshot(ctx); err == nil {
+				eps = st.Endpoints
+			}
+		}
+		if err != nil {
+			continue // the next pass reports what HNS answers
+		}
+		pods := make([]*hns.Endpoint, 0, len(eps))
+		for i := range eps {
+			if e := &eps[i]; !e.Remote && m.Match(e.Network) {
+				pods = append(pods, e)
+			}
+		}
+		a.r.mu.Lock()
+		seen := a.r.seen
+		a.r.mu.Unlock()
+		if endpointsSeen(pods) != seen {
+			a.loop.Trigger()
+		}
+	}
 }
 
 // inTheWay refuses, before any call, a network replace or delete while

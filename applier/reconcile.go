@@ -97,6 +97,10 @@ type Reconciler struct {
 	loaded bool
 	echo   *hns.Echo // the baseline, loaded at the first pass
 	fights fights    // another writer of the pod endpoints' ACLs
+	// seen is, after a policy-only pass, the pod endpoints it left (their
+	// IDs and addresses, endpointsSeen): the endpoint poll compares HNS
+	// with it.
+	seen string
 }
 
 // Round is one round of a pass, as Reconciler.Observe sees it: the ops
@@ -274,6 +278,10 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 		r.fights.leave(now, want)
 		if !policyOnly {
 			r.saveOwned(want, p.Digest)
+		} else {
+			r.mu.Lock()
+			r.seen = endpointsSeen(hns.PodEndpoints(now, want))
+			r.mu.Unlock()
 		}
 		if ms := want.Echo.Mismatches(); len(ms) > 0 {
 			return Status{State: kube.StateReadbackMismatch, Ops: len(ops), Pending: pending, Notes: notes, Mismatches: ms, LastError: mismatchError(ms)}, nil

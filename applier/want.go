@@ -195,6 +195,8 @@ func hostAddrs(p *plan.NodePlan, nodeAddr netip.Addr) []netip.Addr {
 		out = append(out, pa.ProviderAddress)
 	} else if nodeAddr.IsValid() {
 		out = append(out, nodeAddr)
+	} else if po := p.PolicyOnly; po != nil && po.NodeAddress.IsValid() {
+		out = append(out, po.NodeAddress) // the intent's, while the Node shows none
 	}
 	for _, c := range p.HostEndpoint.IpConfigurations {
 		out = append(out, c.IpAddress)

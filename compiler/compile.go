@@ -455,7 +455,7 @@ func (c *compilation) policyOnlyPlan(n *intent.Node) *plan.NodePlan {
 	p := &plan.NodePlan{
 		FormatVersion: plan.FormatVersion, Kind: plan.Kind, Node: n.Name,
 		Cluster: c.c.Name, Networking: string(c.c.Networking),
-		PolicyOnly: &plan.PolicyOnly{Owner: c.c.CNI(), Networks: slices.Clone(c.c.Windows.NetworkMatch)},
+		PolicyOnly: &plan.PolicyOnly{Owner: c.c.CNI(), Networks: slices.Clone(c.c.Windows.NetworkMatch), NodeAddress: n.Addr},
 	}
 	c.routes(p)
 	p.Program = c.program

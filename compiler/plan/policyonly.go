@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"net/netip"
 	"regexp"
 	"strings"
 )
@@ -21,6 +22,10 @@ type PolicyOnly struct {
 	// HNS network name: an endpoint is the agent's to program when its
 	// network's name matches one of them.
 	Networks []string `json:"networks"`
+	// NodeAddress is the node's address, the source of what the host
+	// sends its pods (kubelet probes): the ACL lists allow it in. The
+	// agent takes the Node's InternalIP where the cluster gives one.
+	NodeAddress netip.Addr `json:"nodeAddress"`
 }
 
 // Bounds on PolicyOnly.

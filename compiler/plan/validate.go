@@ -207,6 +207,7 @@ func (v *validator) policyOnlyPlan(p *NodePlan) {
 	v.policyOnly = true
 	po := p.PolicyOnly
 	v.name("policyOnly.owner", po.Owner)
+	v.addr("policyOnly.nodeAddress", po.NodeAddress)
 	if len(po.Networks) == 0 {
 		v.bad("policyOnly.networks", "no network pattern: the agent would find no pod endpoint to program")
 	}

@@ -179,7 +179,7 @@ func TestValidateBoundsProblems(t *testing.T) {
 // pod with a VNet address and an ACL.
 func policyOnlyPlan() *NodePlan {
 	return &NodePlan{FormatVersion: FormatVersion, Kind: Kind, Node: "aks-win-1", Cluster: "aks", Networking: "cloud-provider",
-		PolicyOnly: &PolicyOnly{Owner: "azure-cni", Networks: []string{"azure.*"}}, Routing: "cloud-provider",
+		PolicyOnly: &PolicyOnly{Owner: "azure-cni", Networks: []string{"azure.*"}, NodeAddress: netip.MustParseAddr("10.224.0.33")}, Routing: "cloud-provider",
 		Endpoints: []Endpoint{{Pod: "default/web", IpConfigurations: []IpConfig{{IpAddress: netip.MustParseAddr("10.224.0.40"), PrefixLength: 32}},
 			Policies: []Policy{allowAll(1000)}}}}
 }
@@ -207,6 +207,7 @@ func TestValidatePolicyOnly(t *testing.T) {
 		{"an empty pattern", func(p *NodePlan) { p.PolicyOnly.Networks = []string{""} }, "policyOnly.networks[0]: an empty network pattern"},
 		{"too many patterns", func(p *NodePlan) { p.PolicyOnly.Networks = make([]string, MaxNetworkPatterns+1) }, "policyOnly.networks: 17 entries"},
 		{"no owner", func(p *NodePlan) { p.PolicyOnly.Owner = "" }, "policyOnly.owner: empty"},
+		{"no node address", func(p *NodePlan) { p.PolicyOnly.NodeAddress = netip.Addr{} }, "policyOnly.nodeAddress: missing"},
 		{"a CNI policy on an endpoint", func(p *NodePlan) {
 			p.Endpoints[0].Policies = append(p.Endpoints[0].Policies, NewPolicy(OutBoundNAT{}))
 		}, "endpoints[0].Policies[1]: a OutBoundNAT policy: a policy-only plan programs the ACLs of azure-cni's endpoints only"},

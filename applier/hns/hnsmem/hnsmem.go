@@ -225,6 +225,26 @@ func (m *HNS) Snapshot(ctx context.Context) (*hns.State, error) {
 	return s, nil
 }
 
+// Endpoints returns a deep copy of every endpoint, as Snapshot reads them
+// (quirks applied): the reads hnswin's Endpoints makes, recorded as
+// hcnEnumerateNetworks and hcnEnumerateEndpoints.
+func (m *HNS) Endpoints(ctx context.Context) ([]hns.Endpoint, error) {
+	err := wait(ctx, m.latency())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err == nil && !m.cfg.features.V2API {
+		err = unsupported("hcnEnumerateNetworks")
+	}
+	if err != nil {
+		m.calls = append(m.calls, Call{Method: "hcnEnumerateNetworks", Err: err})
+		return nil, err
+	}
+	m.calls = append(m.calls, Call{Method: "hcnEnumerateNetworks"}, Call{Method: "hcnEnumerateEndpoints"})
+	s := cloneState(&hns.State{Networks: m.st.Networks, Endpoints: m.st.Endpoints})
+	m.cfg.quirks.readBack(s)
+	return s.Endpoints, nil
+}
+
 // Held returns a deep copy of what the model holds, before any read-side
 // quirk (WithQuirks): the truth a test compares Snapshot's reading with.
 // It is not a call HNS has, so it is not recorded.

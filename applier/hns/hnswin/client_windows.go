@@ -67,6 +67,45 @@ func (c *Client) Features(ctx context.Context) (hns.Features, error) {
 	return c.features, nil
 }
 
+// Endpoints reads HNS's endpoints alone (and the networks, for their
+// names): what a policy-only agent polls for endpoints a CNI made, at a
+// fraction of a Snapshot's cost on a node with many load balancers. Host
+// attachment is not read.
+func (c *Client) Endpoints(ctx context.Context) ([]hns.Endpoint, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	nets, err := hcn.ListNetworks()
+	if err != nil {
+		return nil, fmt.Errorf("hnswin: endpoints: %w", listError("hcn.ListNetworks", err))
+	}
+	eps, err := hcn.ListEndpoints()
+	if err != nil {
+		return nil, fmt.Errorf("hnswin: endpoints: %w", listError("hcn.ListEndpoints", err))
+	}
+	byID := make(map[string]*hns.Network, len(nets))
+	ns := make([]hns.Network, 0, len(nets))
+	for i := range nets {
+		n, err := fromNetwork(&nets[i], c.features.VxlanPort)
+		if err != nil {
+			return nil, fmt.Errorf("hnswin: endpoints: %w", err)
+		}
+		ns = append(ns, n)
+	}
+	for i := range ns {
+		byID[strings.ToLower(ns[i].ID)] = &ns[i]
+	}
+	out := make([]hns.Endpoint, 0, len(eps))
+	for i := range eps {
+		e, err := fromEndpoint(&eps[i], byID, map[string]bool{})
+		if err != nil {
+			return nil, fmt.Errorf("hnswin: endpoints: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
 // Snapshot reads every network, endpoint and load balancer of HNS.
 func (c *Client) Snapshot(ctx context.Context) (*hns.State, error) {
 	if err := ctx.Err(); err != nil {
