@@ -72,6 +72,9 @@ type Config struct {
 	// EndpointPoll (--endpoint-poll, default 2 s: how often a policy-only
 	// agent looks for pod endpoints the CNI made): see the flags.
 	Resync, DrainTimeout, GCGrace, EndpointPoll time.Duration
+	// ACLWriters is how many endpoints' ACL lists a pass writes at once
+	// (--acl-writers; 0: DefaultACLWriters).
+	ACLWriters int
 	// UntilConverged makes Run return nil once HNS matches the plan in
 	// force (--until-converged), and an error once it reads back otherwise
 	// than written, which no further pass mends.
@@ -147,6 +150,9 @@ func (c Config) Validate() error {
 	}
 	if c.Leases != nil && c.Kube == nil {
 		errs = append(errs, errors.New("Config.Leases is set without Config.Kube: rollout slots need the cluster's nodes (give both, or neither)"))
+	}
+	if c.ACLWriters < 0 || c.ACLWriters > 64 {
+		errs = append(errs, fmt.Errorf("--acl-writers %d: give 1 (one write at a time) to 64", c.ACLWriters))
 	}
 	if c.SlotDuration != 0 && c.SlotDuration < 3*time.Second {
 		errs = append(errs, fmt.Errorf("Config.SlotDuration %v: a Lease counts whole seconds and is renewed every third of it; give 3s or more", c.SlotDuration))
@@ -250,7 +256,7 @@ func NewAgent(cfg Config) (*Agent, error) {
 			a.slots.slots = &rollout.Slots{Leases: cfg.Leases, Namespace: cfg.RolloutNamespace, Holder: cfg.Node, Duration: cfg.SlotDuration}
 		}
 	}
-	a.r = &Reconciler{HNS: cfg.HNS, Metrics: NewMetrics(reg), Log: cfg.Log,
+	a.r = &Reconciler{HNS: cfg.HNS, Metrics: NewMetrics(reg), Log: cfg.Log, ACLWriters: cfg.ACLWriters,
 		Owned: statedir.Record(cfg.StateDir), Echo: statedir.Baseline(cfg.StateDir), Replacer: a.replacer()}
 	if cfg.Kube != nil {
 		// Leaked pod endpoints go only while the API server answers now.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hnsplan/hnsplan/applier/hns"
@@ -21,7 +22,23 @@ func (r *Reconciler) applyOps(ctx context.Context, ops []hns.Op) (int, error) {
 		size = hns.DefaultRouteBatch
 	}
 	done := 0
-	for _, op := range hns.BatchRoutes(ops, size) {
+	batched := hns.BatchRoutes(ops, size)
+	for i := 0; i < len(batched); i++ {
+		op := batched[i]
+		if op.Kind == hns.KindACL && r.aclWriters() > 1 {
+			// A run of ACL writes, each to its own endpoint: in parallel.
+			j := i
+			for j < len(batched) && batched[j].Kind == hns.KindACL {
+				j++
+			}
+			n, err := r.applyACLs(ctx, batched[i:j])
+			done += n
+			if err != nil {
+				return done, err
+			}
+			i = j - 1
+			continue
+		}
 		if op.Kind != hns.KindRoutes {
 			if err := r.apply(ctx, op); err != nil {
 				return done, fmt.Errorf("%s: %w", strings.TrimSpace(op.String()), err)
@@ -36,6 +53,57 @@ func (r *Reconciler) applyOps(ctx context.Context, ops []hns.Op) (int, error) {
 		}
 	}
 	return done, nil
+}
+
+// aclWriters is how many ACL writes run at once (Reconciler.ACLWriters).
+func (r *Reconciler) aclWriters() int {
+	if r.ACLWriters <= 0 {
+		return DefaultACLWriters
+	}
+	return r.ACLWriters
+}
+
+// DefaultACLWriters is how many endpoints' ACL lists a pass writes at
+// once: a burst of new pods is protected that many times sooner when HNS
+// is slow to program a list, and HNS already takes concurrent calls
+// (each pod's CNI ADD, kube-proxy). Each endpoint is written by one call.
+const DefaultACLWriters = 4
+
+// applyACLs applies ACL ops, each to another endpoint, r.aclWriters() at
+// a time, and returns how many took effect. After a failure no new one
+// starts; the error names the first op that failed.
+func (r *Reconciler) applyACLs(ctx context.Context, ops []hns.Op) (int, error) {
+	var (
+		mu    sync.Mutex
+		done  int
+		first error
+		wg    sync.WaitGroup
+	)
+	sem := make(chan struct{}, r.aclWriters())
+	for _, op := range ops {
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			err := r.apply(ctx, op)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				done++
+			} else if first == nil {
+				first = fmt.Errorf("%s: %w", strings.TrimSpace(op.String()), err)
+			}
+		}()
+	}
+	wg.Wait()
+	return done, first
 }
 
 // applyBatch applies a batched route op and returns how many of its

@@ -66,6 +66,9 @@ type Reconciler struct {
 	// RouteBatch is how many routes one HNS call adds or removes (0:
 	// hns.DefaultRouteBatch; 1: one call per route, as before batches).
 	RouteBatch int
+	// ACLWriters is how many endpoints' ACL lists are written at once
+	// (0: DefaultACLWriters; 1: one after the other).
+	ACLWriters int
 	// GC, if set, removes pod endpoints no pod explains (see GC).
 	GC *GC
 	// Owned, if set, keeps the record of the network the agent owns (its

@@ -33,6 +33,7 @@ const serviceName = "hnsplan-agent"
 type runFlags struct {
 	node, planFile, planSource, kubeconfig, hns, listen, stateDir string
 	trustedKeys, memoryLimit                                      string
+	aclWriters                                                    int
 	mem                                                           memOptions
 	resync, drainTimeout, gcGrace, endpointPoll                   time.Duration
 	untilConverged, simulateCNI, trustedKeysCM                    bool
@@ -54,6 +55,7 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.DurationVar(&f.resync, "resync", 5*time.Minute, "period of passes that catch drift nobody announced")
 	fl.DurationVar(&f.drainTimeout, "drain-timeout", 10*time.Minute, "how long a replace waits for the node's pods to leave before it reports blocked (and retries)")
 	fl.DurationVar(&f.gcGrace, "gc-grace", 10*time.Minute, "how long a pod endpoint no pod explains is left before it is removed (needs a cluster)")
+	fl.IntVar(&f.aclWriters, "acl-writers", applier.DefaultACLWriters, "how many endpoints' ACL lists a pass writes at once (1: one after the other, if HNS on this host does not take concurrent writes well)")
 	fl.DurationVar(&f.endpointPoll, "endpoint-poll", applier.DefaultEndpointPoll, "with a policy-only plan: how often to list HNS's endpoints for ones the CNI made or remade without a change in the cluster (a restarted sandbox)")
 	fl.BoolVar(&f.untilConverged, "until-converged", false, "exit 0 once HNS matches the plan (demos, scripts)")
 	fl.BoolVar(&f.simulateCNI, "simulate-cni", false, "with --hns mem: network the plan's pods as the CNI would")
@@ -126,7 +128,7 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 	}
 	defer sd.close()
 	cfg := applier.Config{Node: f.node, HNS: client, HNSName: f.hns, StateDir: sd.dir, HostRoutes: hostRoutes(),
-		Listen: f.listen, Resync: f.resync, DrainTimeout: f.drainTimeout, GCGrace: f.gcGrace, EndpointPoll: f.endpointPoll,
+		Listen: f.listen, Resync: f.resync, DrainTimeout: f.drainTimeout, GCGrace: f.gcGrace, EndpointPoll: f.endpointPoll, ACLWriters: f.aclWriters,
 		UntilConverged: f.untilConverged, Log: log}
 	if m, ok := client.(*hnsmem.HNS); ok && f.simulateCNI {
 		cfg.CNI = func(_ context.Context, p *plan.NodePlan) (int, error) { return simulatePods(m, p) }
