@@ -331,8 +331,9 @@ func explainIn(cmd *cobra.Command, g *globalFlags, dir, name string, inventory [
 	if err != nil {
 		return explained{}, err
 	}
-	return explained{q.from, q.to, q.protocol, q.port, v.Allowed, v.DecidedBy(),
-		access.Explain(v.Egress, m.Origins), access.Explain(v.Ingress, m.Origins)}, nil
+	eg, in := access.Explain(v.Egress, m.Origins), access.Explain(v.Ingress, m.Origins)
+	eg.Owner, in.Owner = m.Owners[eg.Node], m.Owners[in.Node]
+	return explained{q.from, q.to, q.protocol, q.port, v.Allowed, v.DecidedBy(), eg, in}, nil
 }
 
 func writeExplained(w io.Writer, indent string, res explained) {
@@ -342,7 +343,11 @@ func writeExplained(w io.Writer, indent string, res explained) {
 		name string
 		s    access.Explanation
 	}{{"egress of " + res.From, res.Egress}, {"ingress of " + res.To, res.Ingress}} {
-		fmt.Fprintf(w, "%s  %s (node %s, %s): %s\n", indent, s.name, s.s.Node, s.s.OS, map[bool]string{true: "allow", false: "block"}[s.s.Allowed])
+		owner := ""
+		if s.s.Owner != "" {
+			owner = ", " + s.s.Owner + "'s endpoint"
+		}
+		fmt.Fprintf(w, "%s  %s (node %s, %s%s): %s\n", indent, s.name, s.s.Node, s.s.OS, owner, map[bool]string{true: "allow", false: "block"}[s.s.Allowed])
 		switch {
 		case s.s.ACL != "":
 			fmt.Fprintf(w, "%s    ACL %s, priority %d\n", indent, s.s.ACL, s.s.Priority)
@@ -350,6 +355,13 @@ func writeExplained(w io.Writer, indent string, res explained) {
 			fmt.Fprintf(w, "%s    Calico on Linux, from the policy program\n", indent)
 		}
 		fmt.Fprintf(w, "%s    %s\n", indent, s.s.Because)
+		if s.s.Owner != "" {
+			aks := ""
+			if s.s.Owner == "azure-cni" {
+				aks = " (AKS's: to the wireserver, 168.63.129.16, ports 80 and 32526)"
+			}
+			fmt.Fprintf(w, "%s    %s's own ACLs on the endpoint stay beside hnsplan's: its Blocks decide first%s\n", indent, s.s.Owner, aks)
+		}
 	}
 }
 

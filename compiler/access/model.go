@@ -34,6 +34,10 @@ type Model struct {
 	Decider   *reach.Decider
 	// Origins maps rule ids to their policy and source position.
 	Origins map[string]Origin
+	// Owners are, by node, the programs that own the network of nodes
+	// whose plans are policy only ("azure-cni"): there hnsplan's list is
+	// one part of an endpoint's ACLs, beside the owner's Blocks.
+	Owners map[string]string
 	// aclKeys are the Windows endpoints' ACL lists (as JSON), for a delta
 	// to tell which changed.
 	aclKeys map[string]string
@@ -52,8 +56,11 @@ func NewModel(in *intent.Intent, plans []*plan.NodePlan, prog *plan.Program, dir
 		pods[p.Key()] = p
 	}
 	m := &Model{Endpoints: map[string]*reach.Endpoint{}, Program: prog, World: world,
-		Origins: Origins(prog, dir), aclKeys: map[string]string{}, acls: map[string][]plan.ACL{}}
+		Origins: Origins(prog, dir), aclKeys: map[string]string{}, acls: map[string][]plan.ACL{}, Owners: map[string]string{}}
 	for _, p := range plans {
+		if p.PolicyOnly != nil {
+			m.Owners[p.Node] = p.PolicyOnly.Owner
+		}
 		for _, e := range p.Endpoints {
 			var acls []plan.ACL
 			for _, pol := range e.Policies {
@@ -135,6 +142,10 @@ type Explanation struct {
 	Policy  string `json:"policy,omitempty"`
 	Source  string `json:"source,omitempty"`
 	Because string `json:"because"`
+	// Owner is, for an endpoint on a network another program owns (a
+	// policy-only plan), that program: its own Blocks, which hnsplan
+	// keeps, decide before the list explained here.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Explain says how one side decided, naming the deciding ACL or rule and

@@ -48,6 +48,8 @@ const (
 	ReasonTemplate     = "pod-template-new-pods-only" // other pod endpoint settings: new pods only
 	ReasonHostEndpoint = "host-endpoint-changed"
 	ReasonNetworkPol   = "network-policies-changed"
+	ReasonOwner        = "network-owner-changed" // hnsplan's network becomes a CNI's, or the reverse
+	ReasonMatch        = "network-match-changed" // a policy-only plan's networks, owner or node address
 )
 
 // Change is one change to one node's HNS state.
@@ -211,6 +213,9 @@ func identityOf(p *plan.NodePlan) identity {
 }
 
 func (d *differ) node(b, h *plan.NodePlan) []Change {
+	if b.PolicyOnly != nil || h.PolicyOnly != nil {
+		return d.policyOnlyNode(b, h)
+	}
 	var out []Change
 	n := h.Node
 	drained := podsOf(b)
@@ -282,6 +287,86 @@ func (d *differ) node(b, h *plan.NodePlan) []Change {
 	}
 	slices.SortStableFunc(out, func(x, y Change) int { return cmp.Compare(kindOrder(x.Kind), kindOrder(y.Kind)) })
 	return out
+}
+
+// policyOnlyNode is node for a pair of plans of which one at least is
+// policy only: who owns the network, which networks hold the pod
+// endpoints, and the policy. An owned network's fields are not compared
+// with a CNI's: nothing of the one becomes the other.
+func (d *differ) policyOnlyNode(b, h *plan.NodePlan) []Change {
+	var out []Change
+	n := h.Node
+	owner := func(p *plan.NodePlan) string {
+		if p.PolicyOnly == nil {
+			return "hnsplan"
+		}
+		return p.PolicyOnly.Owner
+	}
+	name := func(p *plan.NodePlan) string {
+		if p.PolicyOnly == nil {
+			return p.Network.Name
+		}
+		return strings.Join(p.PolicyOnly.Networks, ", ")
+	}
+	networks := func(p *plan.NodePlan) string {
+		if p.PolicyOnly == nil {
+			return fmt.Sprintf("%q", p.Network.Name)
+		}
+		q := make([]string, len(p.PolicyOnly.Networks))
+		for i, m := range p.PolicyOnly.Networks {
+			q[i] = fmt.Sprintf("%q", m)
+		}
+		return strings.Join(q, ", ")
+	}
+	c := Change{Node: n, Kind: "network", Name: name(h), Action: Update}
+	switch {
+	case b.PolicyOnly == nil:
+		c.Reasons = []string{ReasonOwner}
+		c.Details = []Detail{{Path: "owner", Before: "hnsplan", After: owner(h)}}
+		if networks(b) != networks(h) {
+			c.Details = append(c.Details, Detail{Path: "networks", Before: networks(b), After: networks(h)})
+		}
+		c.Impact = []string{fmt.Sprintf("the agent stops managing network %s and its host endpoint and routes, and deletes none of them: %s owns them from now on; it programs only the ACLs of the pod endpoints on networks %s; no drain",
+			b.Network.Name, owner(h), networks(h))}
+	case h.PolicyOnly == nil:
+		c.Reasons = []string{ReasonOwner}
+		c.Details = []Detail{{Path: "owner", Before: owner(b), After: "hnsplan"}}
+		if networks(b) != networks(h) {
+			c.Details = append(c.Details, Detail{Path: "networks", Before: networks(b), After: networks(h)})
+		}
+		c.Impact = []string{fmt.Sprintf("the agent takes over network %s: it keeps one of that name with the plan's type, subnet and VNI, and otherwise replaces it, draining the node (its pods%s); stop %s's network management on the node first",
+			h.Network.Name, podCount(b), owner(b))}
+	default:
+		bp, hp := b.PolicyOnly, h.PolicyOnly
+		if bp.Owner != hp.Owner {
+			c.Details = append(c.Details, Detail{Path: "owner", Before: bp.Owner, After: hp.Owner})
+		}
+		if !slices.Equal(bp.Networks, hp.Networks) {
+			c.Details = append(c.Details, Detail{Path: "networks", Before: networks(b), After: networks(h)})
+			c.Impact = append(c.Impact, "pod endpoints on networks no longer matched keep the agent's last ACLs; those on newly matched ones get their pods' lists")
+		}
+		if bp.NodeAddress != hp.NodeAddress {
+			c.Details = append(c.Details, Detail{Path: "nodeAddress", Before: bp.NodeAddress.String(), After: hp.NodeAddress.String()})
+		}
+		if len(c.Details) > 0 {
+			c.Reasons = []string{ReasonMatch}
+		}
+	}
+	if len(c.Details) > 0 {
+		out = append(out, c)
+	}
+	if c, ok := d.program(n, b, h); ok {
+		out = append(out, c)
+	}
+	return out
+}
+
+// podCount is ": N" for a plan with rendered endpoints, else a hint.
+func podCount(p *plan.NodePlan) string {
+	if len(p.Endpoints) == 0 {
+		return ": run with --inventory to count them"
+	}
+	return fmt.Sprintf(": %d", len(p.Endpoints))
 }
 
 func kindOrder(k string) int {
