@@ -459,99 +459,104 @@ func (c *compilation) policyOnlyPlan(n *intent.Node) *plan.NodePlan {
 	}
 	c.routes(p)
 	p.Program = c.program
-	pods := c.podsByNode[n.Name]
-	slices.SortFunc(pods, func(a, b *intent.Pod) int {
-		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
-	})
 	// Kubelet probes come from the node's own address.
 	hosts := []netip.Addr{n.Addr}
-	seen := map[netip.Addr]string{}
-	for _, pod := range pods {
-		ip, err := netip.ParseAddr(policy.PodIP(pod))
-		if err != nil || pod.Status.Phase == "Succeeded" || pod.Status.Phase == "Failed" {
-			continue // not networked yet, or its endpoint is gone
-		}
-		name := pod.Namespace + "/" + pod.Name
-		if other, dup := seen[ip]; dup {
-			c.report(RulePodIPDup, n.Name, pod.Source.Pos, "status.podIP",
-				"pod %s on node %s has address %s, which pod %s has too: it gets no endpoint in the plan", name, n.Name, ip, other)
+	for _, np := range c.networkedPods(n) {
+		ep := plan.Endpoint{Pod: np.key, IpConfigurations: []plan.IpConfig{{IpAddress: np.ip, PrefixLength: np.ip.BitLen()}}}
+		acls, ok := c.aclPolicies(n, np, hosts)
+		if !ok {
 			continue
 		}
-		seen[ip] = name
-		ep := plan.Endpoint{Pod: name, IpConfigurations: []plan.IpConfig{{IpAddress: ip, PrefixLength: ip.BitLen()}}}
-		if c.renderer != nil {
-			acls, err := c.render(name, hosts)
-			if err != nil {
-				c.report(RuleACLBudget, n.Name, pod.Source.Pos, "", "pod %s: %v", name, err)
-				continue
-			}
-			if len(acls) > aclBudget {
-				c.report(RuleACLBudget, n.Name, pod.Source.Pos, "",
-					"pod %s gets %d ACLs (more than %d): every policy update reprograms them all, and programming slows; consider narrower selectors or fewer rules", name, len(acls), aclBudget)
-			}
-			for _, a := range acls {
-				ep.Policies = append(ep.Policies, plan.NewPolicy(a))
-			}
-		}
+		ep.Policies = acls
 		p.Endpoints = append(p.Endpoints, ep)
 	}
 	return p
 }
 
-// endpoints renders the node's pod endpoints from the inventory.
-func (c *compilation) endpoints(p *plan.NodePlan, n *intent.Node, b ipam.Block) {
-	hosts := []netip.Addr{n.Addr, b.HostEndpoint()}
+// nodePod is an inventory pod of a node that has an endpoint there.
+type nodePod struct {
+	pod *intent.Pod
+	key string // namespace/name
+	ip  netip.Addr
+}
+
+// networkedPods are the inventory pods of node n that have an endpoint,
+// by key: an address, not finished (a finished pod keeps its address in
+// its status, and has no endpoint), and the first pod of each address (a
+// second is reported: the inventory is stale, or a CNI gave one address
+// twice).
+func (c *compilation) networkedPods(n *intent.Node) []nodePod {
 	pods := c.podsByNode[n.Name]
 	slices.SortFunc(pods, func(a, b *intent.Pod) int {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
+	var out []nodePod
 	seen := map[netip.Addr]string{}
 	for _, pod := range pods {
 		ip, err := netip.ParseAddr(policy.PodIP(pod))
 		if err != nil || pod.Status.Phase == "Succeeded" || pod.Status.Phase == "Failed" {
 			continue // not networked yet, or its endpoint is gone
 		}
-		name := pod.Namespace + "/" + pod.Name
+		key := pod.Namespace + "/" + pod.Name
 		if other, dup := seen[ip]; dup {
 			c.report(RulePodIPDup, n.Name, pod.Source.Pos, "status.podIP",
-				"pod %s on node %s has address %s, which pod %s has too: it gets no endpoint in the plan", name, n.Name, ip, other)
+				"pod %s on node %s has address %s, which pod %s has too: it gets no endpoint in the plan", key, n.Name, ip, other)
 			continue
 		}
-		seen[ip] = name
+		seen[ip] = key
+		out = append(out, nodePod{pod: pod, key: key, ip: ip})
+	}
+	return out
+}
+
+// aclPolicies renders a pod's ACL list as policies, nil without a policy
+// program; ok is false when it cannot be rendered (reported).
+func (c *compilation) aclPolicies(n *intent.Node, np nodePod, hosts []netip.Addr) (acls []plan.Policy, ok bool) {
+	if c.renderer == nil {
+		return nil, true
+	}
+	list, err := c.render(np.key, hosts)
+	if err != nil {
+		c.report(RuleACLBudget, n.Name, np.pod.Source.Pos, "", "pod %s: %v", np.key, err)
+		return nil, false
+	}
+	if len(list) > aclBudget {
+		c.report(RuleACLBudget, n.Name, np.pod.Source.Pos, "",
+			"pod %s gets %d ACLs (more than %d): every policy update reprograms them all, and programming slows; consider narrower selectors or fewer rules", np.key, len(list), aclBudget)
+	}
+	for _, a := range list {
+		acls = append(acls, plan.NewPolicy(a))
+	}
+	return acls, true
+}
+
+// endpoints renders the node's pod endpoints from the inventory.
+func (c *compilation) endpoints(p *plan.NodePlan, n *intent.Node, b ipam.Block) {
+	hosts := []netip.Addr{n.Addr, b.HostEndpoint()}
+	for _, np := range c.networkedPods(n) {
+		ip, name := np.ip, np.key
 		switch {
 		case !b.Prefix.Contains(ip):
-			c.report(RulePodIPOutside, n.Name, pod.Source.Pos, "status.podIP",
+			c.report(RulePodIPOutside, n.Name, np.pod.Source.Pos, "status.podIP",
 				"pod %s on node %s has address %s, outside the node's block %s: it was networked from another block; recreate the pod", name, n.Name, ip, b.Prefix)
 			continue
 		case b.Reserved(ip):
-			c.report(RulePodIPOutside, n.Name, pod.Source.Pos, "status.podIP",
+			c.report(RulePodIPOutside, n.Name, np.pod.Source.Pos, "status.podIP",
 				"pod %s on node %s has address %s, one of the 4 addresses Windows reserves in block %s (.0, .1 gateway, .2 host endpoint, broadcast)", name, n.Name, ip, b.Prefix)
 			continue
 		}
-		ep := plan.Endpoint{
+		acls, ok := c.aclPolicies(n, np, hosts)
+		if !ok {
+			continue
+		}
+		p.Endpoints = append(p.Endpoints, plan.Endpoint{
 			Pod:              name,
 			IpConfigurations: []plan.IpConfig{{IpAddress: ip, PrefixLength: b.Prefix.Bits()}},
 			MacAddress:       PodMAC(ip),
-			Dns:              &plan.Dns{Search: []string{pod.Namespace + ".svc." + c.c.DNSDomain}, ServerList: c.dnsServers},
+			Dns:              &plan.Dns{Search: []string{np.pod.Namespace + ".svc." + c.c.DNSDomain}, ServerList: c.dnsServers},
 			Routes:           p.PodEndpoint.Routes,
-			Policies:         p.PodEndpoint.Policies,
-		}
-		if c.renderer != nil {
-			acls, err := c.render(name, hosts)
-			if err != nil {
-				c.report(RuleACLBudget, n.Name, pod.Source.Pos, "", "pod %s: %v", name, err)
-				continue
-			}
-			if len(acls) > aclBudget {
-				c.report(RuleACLBudget, n.Name, pod.Source.Pos, "",
-					"pod %s gets %d ACLs (more than %d): every policy update reprograms them all, and programming slows; consider narrower selectors or fewer rules", name, len(acls), aclBudget)
-			}
-			ep.Policies = slices.Clone(ep.Policies)
-			for _, a := range acls {
-				ep.Policies = append(ep.Policies, plan.NewPolicy(a))
-			}
-		}
-		p.Endpoints = append(p.Endpoints, ep)
+			Policies:         slices.Concat(p.PodEndpoint.Policies, acls),
+		})
 	}
 }
 
