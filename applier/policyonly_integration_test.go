@@ -30,10 +30,10 @@ import (
 )
 
 // protectWindow is how long a pod endpoint may stay without its pod's
-// ACLs in this test: the agent's own window, measured by
-// BenchmarkTimeToProtect (p99 21 ms at HNS calls of 0 ms), plus the real
-// API server's watch latency and a loaded 2-core CI machine. The test logs
-// what it measured.
+// ACLs in this test, from the CNI making it: the agent's own window,
+// measured by BenchmarkTimeToProtect (p99 21 ms at HNS calls of 0 ms), plus
+// the real API server's write and watch latency, and a loaded 2-core CI
+// machine. The test logs what it measured.
 const protectWindow = 5 * time.Second
 
 // TestIntegrationPolicyOnlyAKS: an AKS-shaped node against a real
@@ -221,7 +221,8 @@ type aksWorld struct {
 
 	mu      sync.Mutex
 	n       int
-	made    map[string]time.Time // endpoint -> when its pod's address reached the API
+	made    map[string]time.Time // endpoint -> when the CNI made it
+	timed   map[string]bool      // the endpoints whose window is in windows
 	pods    map[string]podRecord // endpoint -> its pod
 	windows []time.Duration
 }
@@ -256,6 +257,7 @@ func (w *aksWorld) start(ns, name, app string, ip netip.Addr) {
 	w.n++
 	ep := fmt.Sprintf("%08x-eth0", 0xa0000000+w.n)
 	w.mu.Unlock()
+	made := time.Now()
 	if err := w.h.AddPodEndpoint("azure", ep, netip.PrefixFrom(ip, 16), "", w.cni); err != nil {
 		w.t.Fatal(err)
 	}
@@ -272,7 +274,7 @@ func (w *aksWorld) start(ns, name, app string, ip netip.Addr) {
 	if w.pods == nil {
 		w.pods = map[string]podRecord{}
 	}
-	w.made[ep], w.pods[ep] = time.Now(), podRecord{ns: ns, name: name, app: app, ip: ip}
+	w.made[ep], w.pods[ep] = made, podRecord{ns: ns, name: name, app: app, ip: ip}
 	w.mu.Unlock()
 }
 
@@ -337,8 +339,12 @@ func (w *aksWorld) checkAll(when string) {
 					w.t.Errorf("%s: %s (%s/%s) holds its ACLs, written by no one the recorder saw", when, ep, p.ns, p.name)
 				} else if d := t.Sub(w.made[ep]); d > protectWindow {
 					w.t.Errorf("%s: %s (%s/%s) waited %s for its ACLs, more than %s", when, ep, p.ns, p.name, d, protectWindow)
-				} else {
-					w.windows = append(w.windows, max(d, 0))
+				} else if !w.timed[ep] {
+					if w.timed == nil {
+						w.timed = map[string]bool{}
+					}
+					w.timed[ep] = true
+					w.windows = append(w.windows, d)
 				}
 				w.mu.Unlock()
 				if !slices.EqualFunc(e.Policies, w.cni[:2], func(a, b plan.Policy) bool { return plan.Describe(a) == plan.Describe(b) }) {
@@ -378,6 +384,6 @@ func (w *aksWorld) logWindows(restarted time.Time) {
 	}
 	slices.Sort(w.windows)
 	q := func(f float64) time.Duration { return w.windows[int(f*float64(len(w.windows)-1))] }
-	w.t.Logf("time to protect over %d pod endpoints against the real API server: p50 %s, p99 %s, max %s (endpoints made while the agent was down count from their pod's report, before the restart at %s)",
+	w.t.Logf("time to protect, from the CNI making a pod's endpoint to its ACLs, over %d pod endpoints against the real API server: p50 %s, p99 %s, max %s (those made while the agent was down count from then, before the restart at %s)",
 		len(w.windows), q(0.5), q(0.99), q(1), restarted.Format(time.StampMilli))
 }
