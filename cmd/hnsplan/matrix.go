@@ -150,7 +150,7 @@ policies name plus 80; protocol TCP unless --protocol.`,
 					Cells []cell `json:"cells"`
 				}{append([]cell{}, cells...)})
 			}
-			return writeMatrix(out, keys, eps, ports, strings.ToUpper(protocol), cells)
+			return writeMatrix(out, keys, eps, m.Owners, ports, strings.ToUpper(protocol), cells)
 		},
 	}
 	cmd.Flags().StringArrayVar(&inventory, "inventory", nil, "live-state file (kubectl get pods,namespaces -A -o yaml); repeatable")
@@ -160,7 +160,9 @@ policies name plus 80; protocol TCP unless --protocol.`,
 	return cmd
 }
 
-func writeMatrix(w io.Writer, keys []string, eps map[string]*reach.Endpoint, ports []uint16, proto string, cells []cell) error {
+// writeMatrix writes the cells as a table per port; owners are the
+// programs owning policy-only nodes' networks, named beside their pods.
+func writeMatrix(w io.Writer, keys []string, eps map[string]*reach.Endpoint, owners map[string]string, ports []uint16, proto string, cells []cell) error {
 	mark := map[string]string{}
 	for _, c := range cells {
 		m := "."
@@ -180,7 +182,11 @@ func writeMatrix(w io.Writer, keys []string, eps map[string]*reach.Endpoint, por
 		width = max(width, len(k))
 	}
 	for i, k := range keys {
-		fmt.Fprintf(w, "  %2d  %-*s  %s (%s)\n", i+1, width, k, eps[k].Node, eps[k].OS)
+		owner := ""
+		if o := owners[eps[k].Node]; o != "" {
+			owner = ", " + o + "'s endpoint"
+		}
+		fmt.Fprintf(w, "  %2d  %-*s  %s (%s%s)\n", i+1, width, k, eps[k].Node, eps[k].OS, owner)
 	}
 	for _, p := range ports {
 		fmt.Fprintf(w, "\n%s/%d\n     ", proto, p)
