@@ -483,19 +483,47 @@ func TestPlanFormatFields(t *testing.T) {
 		strconv.Quote(plan.RoutesRemoteSubnet), strconv.Quote(plan.RoutesHost)})
 }
 
-// TestPlanFormatExample: the example in plan-format.md is what compiling
-// examples/calico-vxlan gives today: each part between two "…" lines
-// appears, in order, in the plan of win-1.
+// TestPlanFormatExample: the examples in plan-format.md are what compiling
+// the bundled examples gives today: the policy-only plan of akswin000000
+// (examples/aks-azure-cni) whole, and each part between two "…" lines of
+// the excerpt of win-1's (examples/calico-vxlan), in order.
 func TestPlanFormatExample(t *testing.T) {
 	doc := readDoc(t, "plan-format.md")
 	const open = "```json\n"
-	i := strings.Index(doc, open+"{\n  \"formatVersion\"")
-	if i < 0 {
-		t.Fatal("plan-format.md has no example plan (a json block starting with formatVersion)")
+	blocks := map[string]string{} // by node
+	for rest := doc; ; {
+		i := strings.Index(rest, open+"{\n  \"formatVersion\"")
+		if i < 0 {
+			break
+		}
+		block, after, ok := strings.Cut(rest[i+len(open):], "\n```")
+		if !ok {
+			t.Fatal("plan-format.md: an example's json block does not end")
+		}
+		_, node, _ := strings.Cut(block, "\"node\": \"")
+		node, _, _ = strings.Cut(node, "\"")
+		blocks[node] = block
+		rest = after
 	}
-	block, _, ok := strings.Cut(doc[i+len(open):], "\n```")
+	if aks, ok := blocks["akswin000000"]; !ok {
+		t.Error("plan-format.md has no example of a policy-only plan (akswin000000)")
+	} else {
+		res, findings, err := compiler.Build(filepath.Join(root, "examples", "aks-azure-cni"), compiler.Options{})
+		if err != nil || findings.HasErrors() {
+			t.Fatalf("examples/aks-azure-cni: %v %s", err, findings.Summary())
+		}
+		files, err := compiler.EncodePlans(res.Plans)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(files, func(f compiler.File) bool { return f.Node == "akswin000000" })
+		if i < 0 || strings.TrimSpace(string(files[i].Data)) != aks {
+			t.Errorf("the policy-only example in plan-format.md is not a fresh compile of examples/aks-azure-cni (akswin000000.json): update it from go run ./cmd/hnsplan compile examples/aks-azure-cni -o /tmp/x")
+		}
+	}
+	block, ok := blocks["win-1"]
 	if !ok {
-		t.Fatal("plan-format.md: the example's json block does not end")
+		t.Fatal("plan-format.md has no example plan of win-1 (a json block starting with formatVersion)")
 	}
 	res, findings, err := compiler.Build(filepath.Join(root, "examples", "calico-vxlan"), compiler.Options{})
 	if err != nil {
@@ -508,7 +536,7 @@ func TestPlanFormatExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	i = slices.IndexFunc(files, func(f compiler.File) bool { return f.Node == "win-1" })
+	i := slices.IndexFunc(files, func(f compiler.File) bool { return f.Node == "win-1" })
 	if i < 0 {
 		t.Fatal("examples/calico-vxlan has no plan for win-1")
 	}

@@ -66,6 +66,9 @@ func newStatusCmd() *cobra.Command {
 			for _, p := range st.Pending {
 				fmt.Fprintf(out, "pending:  %s\n", p)
 			}
+			for _, n := range st.Notes {
+				fmt.Fprintf(out, "note:     %s\n", n)
+			}
 			for _, m := range st.Mismatches {
 				fmt.Fprintf(out, "hns-readback-mismatch: %s\n", m)
 			}
