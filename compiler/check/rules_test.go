@@ -165,6 +165,7 @@ var addedRules = map[string]string{
 	"network-owner":                calicoReq30 + " (What's supported: EKS: VPC CNI; AKS: Azure CNI: Calico enforces policy only there); hnsplan's own for flannel-vxlan: flanneld programs its routes",
 	"network-match-missing":        "hnsplan's own: the HNS networks a policy-only agent finds pod endpoints on (Calico's KUBE_NETWORK)",
 	"network-match-ignored":        "hnsplan's own: windows.networkMatch without a CNI that owns the network",
+	"policy-host-endpoint":         "Calico's own semantics (felix/calc/event_sequencer.go: workload endpoints get only policies that are neither untracked nor pre-DNAT); " + calicoLim29 + " (no host endpoints on Windows)",
 }
 
 // changedRules are rules whose data the review against the current

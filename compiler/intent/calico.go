@@ -113,6 +113,32 @@ type Tier struct {
 	Source            Source   `json:"-"`
 }
 
+// HostEndpoint is a projectcalico.org/v3 HostEndpoint: a host interface
+// Calico polices. Windows nodes have none (Calico for Windows does not
+// support host endpoints), and hnsplan enforces policy on pods only.
+type HostEndpoint struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              HostEndpointSpec `json:"spec"`
+	Source            Source           `json:"-"`
+}
+
+// HostEndpointSpec is the spec of a HostEndpoint.
+type HostEndpointSpec struct {
+	Node          string             `json:"node,omitempty"`
+	InterfaceName string             `json:"interfaceName,omitempty"`
+	ExpectedIPs   []netip.Addr       `json:"expectedIPs,omitempty"`
+	Profiles      []string           `json:"profiles,omitempty"`
+	Ports         []HostEndpointPort `json:"ports,omitempty"`
+}
+
+// HostEndpointPort is a named port of a HostEndpoint.
+type HostEndpointPort struct {
+	Name     string    `json:"name"`
+	Protocol *Protocol `json:"protocol,omitempty"`
+	Port     uint16    `json:"port"`
+}
+
 // TierSpec is the spec of a Tier.
 type TierSpec struct {
 	Order         *float64 `json:"order,omitempty"`

@@ -266,8 +266,11 @@ type Manifests struct {
 	NetworkPolicies []NetworkPolicy
 	CalicoPolicies  []CalicoPolicy // NetworkPolicy and GlobalNetworkPolicy
 	Tiers           []Tier
-	Namespaces      []Namespace
-	Services        []Service
+	// HostEndpoints are Calico HostEndpoints: valid Calico, read so that
+	// a user's directory loads, and reported as not reaching pods.
+	HostEndpoints []HostEndpoint
+	Namespaces    []Namespace
+	Services      []Service
 	// Calico are the projectcalico.org/v3 IPPools, IPAMConfigurations,
 	// FelixConfigurations and BGPConfigurations: settings of the cluster,
 	// merged into Intent.Cluster by Load.

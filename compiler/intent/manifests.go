@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -19,7 +20,7 @@ import (
 )
 
 // intentKinds are the manifest kinds an intent directory may hold.
-const intentKinds = "networking.k8s.io/v1 NetworkPolicy; projectcalico.org/v3 NetworkPolicy, GlobalNetworkPolicy, Tier, IPPool, IPAMConfiguration, FelixConfiguration, BGPConfiguration; v1 Namespace, Service (or a v1 List of them)"
+const intentKinds = "networking.k8s.io/v1 NetworkPolicy; projectcalico.org/v3 NetworkPolicy, GlobalNetworkPolicy, Tier, HostEndpoint, IPPool, IPAMConfiguration, FelixConfiguration, BGPConfiguration; v1 Namespace, Service (or a v1 List of them)"
 
 // inventoryKinds are live state: they belong in --inventory files.
 var inventoryKinds = map[string]bool{"Pod": true, "Node": true, "EndpointSlice": true, "BlockAffinity": true}
@@ -207,6 +208,17 @@ func (m *Manifests) addOther(obj *yaml.Node, src Source, apiVersion, kind string
 			d.errorf(lookupNode(obj, []any{"spec", "defaultAction"}), "spec.defaultAction", "defaultAction must be Deny or Pass, not %q", a)
 		}
 		m.Tiers = append(m.Tiers, t)
+	case "projectcalico.org/v3 HostEndpoint":
+		var h HostEndpoint
+		d.decode(obj, reflect.ValueOf(&h).Elem(), "")
+		h.Source = src
+		if h.Spec.Node == "" {
+			d.errorf(lookupNode(obj, []any{"spec"}), "spec.node", "a HostEndpoint needs spec.node, the node whose interface it is")
+		}
+		if h.Spec.InterfaceName == "" && len(h.Spec.ExpectedIPs) == 0 {
+			d.errorf(lookupNode(obj, []any{"spec"}), "spec", "a HostEndpoint needs spec.interfaceName or spec.expectedIPs")
+		}
+		m.HostEndpoints = append(m.HostEndpoints, h)
 	case "v1 Namespace":
 		var ns Namespace
 		d.decode(obj, reflect.ValueOf(&ns.Namespace).Elem(), "")
@@ -290,6 +302,25 @@ func checkCalicoPolicy(p *CalicoPolicy, d *yamlDecoder) {
 		if t != "Ingress" && t != "Egress" {
 			d.errorf(at("spec", "types", i), fmt.Sprintf("spec.types[%d]", i), "policy type must be Ingress or Egress, not %q", t)
 		}
+	}
+	// Calico's own validation of the host endpoint flags
+	// (libcalico-go's validator, validateGlobalNetworkPolicySpec).
+	s := &p.Spec
+	if s.DoNotTrack && s.PreDNAT {
+		d.errorf(at("spec", "preDNAT"), "spec.preDNAT", "preDNAT and doNotTrack cannot both be true: a policy is untracked or pre-DNAT, not both")
+	}
+	if !s.ApplyOnForward && (s.DoNotTrack || s.PreDNAT) && p.Global {
+		field := "doNotTrack"
+		if s.PreDNAT {
+			field = "preDNAT"
+		}
+		d.errorf(at("spec", field), "spec.applyOnForward", "applyOnForward must be true when %s is: set applyOnForward: true", field)
+	}
+	if s.PreDNAT && len(s.Egress) > 0 {
+		d.errorf(at("spec", "egress"), "spec.egress", "a preDNAT policy cannot have egress rules: it applies to traffic entering a host endpoint")
+	}
+	if s.PreDNAT && slices.Contains(s.Types, "Egress") {
+		d.errorf(at("spec", "types"), "spec.types", "a preDNAT policy cannot have type Egress: it applies to traffic entering a host endpoint")
 	}
 	for _, dir := range []string{"ingress", "egress"} {
 		rules := p.Spec.Ingress

@@ -48,8 +48,17 @@ func (c *compiler) calico(cp *intent.CalicoPolicy) (plan.NetworkPolicy, bool) {
 			"serviceAccountSelector needs ServiceAccount labels, which hnsplan does not read; select the pods by label, or by projectcalico.org/serviceaccount == \"<name>\"")
 		return plan.NetworkPolicy{}, false
 	}
-	if cp.Spec.DoNotTrack || cp.Spec.PreDNAT || cp.Spec.ApplyOnForward {
-		c.report("manifest", at("spec"), "spec", "doNotTrack, preDNAT and applyOnForward policies apply to host endpoints, which Windows nodes do not have")
+	// Felix gives a workload endpoint only the policies that are neither
+	// untracked nor pre-DNAT (felix/calc/event_sequencer.go,
+	// tierInfoToProtoTierInfo); an applyOnForward policy reaches pods like
+	// any other, and is compiled as one.
+	if cp.Spec.DoNotTrack || cp.Spec.PreDNAT {
+		field, what := "doNotTrack", "untracked (doNotTrack)"
+		if cp.Spec.PreDNAT {
+			field, what = "preDNAT", "pre-DNAT (preDNAT)"
+		}
+		c.report(RuleHostEndpoint, at("spec", field), "spec."+field,
+			"GlobalNetworkPolicy %s is %s: Calico applies such a policy to host endpoints only, never to pods, and Windows nodes have no host endpoints; it is left out of every pod's ACLs (and of every tier it would otherwise open)", cp.Name, what)
 		return plan.NetworkPolicy{}, false
 	}
 	if len(cp.Spec.Types) == 0 {

@@ -25,6 +25,11 @@ const (
 	k8sPolicyOrder   = 1000
 )
 
+// RuleHostEndpoint is reported for what Calico applies to host endpoints
+// only (HostEndpoints, doNotTrack and preDNAT policies): it never reaches
+// a pod, and hnsplan leaves it out.
+const RuleHostEndpoint = "policy-host-endpoint"
+
 // Severities gives a rule id's severity (from the catalog).
 type Severities func(rule string) diag.Severity
 
@@ -33,15 +38,16 @@ type Severities func(rule string) diag.Severity
 func Compile(m *intent.Manifests, services []intent.Service, sev Severities) (*plan.Program, diag.List) {
 	c := &compiler{sev: sev, services: services}
 	type entry struct {
-		tier  string
-		order float64
-		pol   plan.NetworkPolicy
+		tier    string
+		tierPos diag.Pos // where the tier is named, if it is
+		order   float64
+		pol     plan.NetworkPolicy
 	}
 	var entries []entry
 	for i := range m.NetworkPolicies {
 		np := &m.NetworkPolicies[i]
 		if p, ok := c.kubernetes(np); ok {
-			entries = append(entries, entry{DefaultTier, k8sPolicyOrder, p})
+			entries = append(entries, entry{DefaultTier, np.Source.Pos, k8sPolicyOrder, p})
 		}
 	}
 	for i := range m.CalicoPolicies {
@@ -52,8 +58,11 @@ func Compile(m *intent.Manifests, services []intent.Service, sev Severities) (*p
 			if cp.Spec.Order != nil {
 				order = *cp.Spec.Order
 			}
-			entries = append(entries, entry{tier, order, p})
+			entries = append(entries, entry{tier, cp.Source.PosOf("spec", "tier"), order, p})
 		}
+	}
+	for _, h := range m.HostEndpoints {
+		c.report(RuleHostEndpoint, h.Source.Pos, "", "HostEndpoint %s (node %s) polices a host interface, not a pod: Calico for Windows supports no host endpoints, and hnsplan enforces policy on pods only; it is left out", h.Name, h.Spec.Node)
 	}
 	// Tiers: the default one and every declared one, by order (none last),
 	// then name.
@@ -97,7 +106,8 @@ func Compile(m *intent.Manifests, services []intent.Service, sev Severities) (*p
 	}
 	for _, e := range entries {
 		if _, ok := tiers[e.tier]; !ok {
-			c.errorf("schema", e.pol.Source, "policy %s is in tier %q, which no Tier manifest declares; it is left out", e.pol.ID, e.tier)
+			c.findings.Add(diag.Finding{Rule: "schema", Severity: diag.Error, Pos: e.tierPos, Path: "spec.tier",
+				Message: fmt.Sprintf("policy %s is in tier %q, which no Tier manifest declares; it is left out: add a projectcalico.org/v3 Tier named %q to the intent (as the cluster has it), or move the policy to a declared tier", e.pol.ID, e.tier, e.tier)})
 		}
 	}
 	return prog, c.findings
