@@ -18,8 +18,9 @@ import (
 // IPPool, IPAMConfiguration, FelixConfiguration and BGPConfiguration, and
 // the crd.projectcalico.org/v1 objects a Kubernetes-datastore cluster
 // stores them as (IPAMConfiguration is the CRD kind IPAMConfig there). Only
-// the fields hnsplan reads are modelled: in the intent directory another
-// field is an error (strict, as for policies); in the inventory it is
+// the fields hnsplan reads are modelled; in the intent directory every
+// other field is held to Calico's own API (package calicoapi: valid ones
+// load with an info, others are errors), and in the inventory it is
 // ignored. Every optional field is a pointer, so that "not written" (the
 // Calico default) and "written" stay apart.
 
@@ -129,6 +130,30 @@ const (
 	DefaultVXLANPort  = 4789
 )
 
+// calicoSpecTypes are the Go types the specs of the Calico kinds decode
+// into: the fields hnsplan reads.
+var calicoSpecTypes = map[string]reflect.Type{
+	"IPPool":             reflect.TypeFor[IPPoolSpec](),
+	"IPAMConfiguration":  reflect.TypeFor[IPAMConfigSpec](),
+	"FelixConfiguration": reflect.TypeFor[FelixConfigSpec](),
+	"BGPConfiguration":   reflect.TypeFor[BGPConfigSpec](),
+}
+
+// firstPerPosition drops the findings from index start on whose position
+// an earlier one of them has.
+func firstPerPosition(l diag.List, start int) diag.List {
+	seen := map[diag.Pos]bool{}
+	out := l[:start]
+	for _, f := range l[start:] {
+		if f.Pos.Line > 0 && seen[f.Pos] {
+			continue
+		}
+		seen[f.Pos] = true
+		out = append(out, f)
+	}
+	return out
+}
+
 // calicoKind maps "apiVersion kind" of a Calico configuration object to
 // its kind in v3 terms; intent says whether the intent directory accepts it
 // (the v3 form only: the CRD form is storage, not API).
@@ -155,6 +180,19 @@ func calicoKind(apiVersion, kind string) (v3kind string, inIntent, ok bool) {
 // Calico's API server would; the inventory's objects are live, so only
 // what hnsplan cannot read is reported there.
 func (c *CalicoConfig) addCalico(obj *yaml.Node, src Source, kind string, d *yamlDecoder) {
+	if d.strict {
+		// hnsplan's own reading first (the decoder's and the checks
+		// below), then Calico's API for every field: a value both
+		// refuse is reported once, in hnsplan's words.
+		start := len(*d.errs)
+		defer func() {
+			checkCalicoFields(kind, obj, calicoSpecTypes[kind], diag.Error, d)
+			*d.errs = firstPerPosition(*d.errs, start)
+		}()
+		lenient := *d
+		lenient.unknownOK = true // the fields hnsplan does not model are Calico's API's to judge
+		d = &lenient
+	}
 	into := func(v any) { d.decode(obj, reflect.ValueOf(v).Elem(), "") }
 	switch kind {
 	case "IPPool":

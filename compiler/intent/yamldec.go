@@ -31,6 +31,9 @@ type yamlDecoder struct {
 	errs   *diag.List
 	// rejected is set when the object is of a kind the caller does not take.
 	rejected bool
+	// unknownOK leaves fields the Go type does not have to another judge
+	// (Calico's API, for the Calico kinds) even when strict.
+	unknownOK bool
 }
 
 func (d *yamlDecoder) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -123,9 +126,14 @@ func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 
 	switch t.Kind() {
 	case reflect.Pointer:
+		// A value that does not decode leaves the pointer nil: "not
+		// given", not a zero that later checks would take for a value.
+		before := len(*d.errs)
 		p := reflect.New(t.Elem())
 		d.decode(n, p.Elem(), path)
-		v.Set(p)
+		if len(*d.errs) == before {
+			v.Set(p)
+		}
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
 			d.errorf(n, path, "expected an object, found %s", describe(n))
@@ -143,7 +151,7 @@ func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			seen[k.Value] = k
 			idx, ok := fields[k.Value]
 			if !ok {
-				if d.strict {
+				if d.strict && !d.unknownOK {
 					d.errorf(k, kpath, "unknown field %q", k.Value)
 				}
 				continue
