@@ -25,24 +25,49 @@ func newExportCmd(g *globalFlags) *cobra.Command {
 }
 
 func newExportCalicoCmd(g *globalFlags) *cobra.Command {
-	var outDir string
+	var outDir, as string
 	cmd := &cobra.Command{
-		Use:   "calico DIR [-o OUTDIR]",
-		Short: "Write the Calico IPPools, IPAMConfiguration and FelixConfiguration that match the intent",
+		Use:   "calico DIR [-o OUTDIR] [--as apply|patch]",
+		Short: "Write the Calico resources that match the intent, to apply without dropping what they do not hold",
 		Long: `export calico vets the intent in DIR and, if it has no error, writes the Calico resources
-that match it as projectcalico.org/v3 YAML: the IPAMConfiguration and FelixConfiguration
-"default", the BGPConfiguration "default" if the intent has a bgp section, and one IPPool
-per pool, by name. Apply them with kubectl apply -f (with the Calico API server) or
-calicoctl apply -f. Without -o they go to stdout; -o OUTDIR writes OUTDIR/` + calicoexport.FileName + `
-(replacing it at once). The output is byte-identical from run to run, and added to the
-intent directory it agrees with the CUE: vet stays clean and the plans do not change.`,
+that match it: the IPAMConfiguration and FelixConfiguration "default", the
+BGPConfiguration "default" if the intent has a bgp section, and one IPPool per pool, by
+name. With the tigera-operator (operatorManaged, or an Installation in the intent) the
+pools and service CIDRs go into the operator's Installation "default" instead, and no
+IPPool is written: the operator manages the pools and would revert one.
+
+Each resource holds hnsplan's settings only, so it must be applied so that it sets
+them and leaves every other field as it is:
+
+  --as apply (default)  YAML for server-side apply with the field manager hnsplan:
+                        kubectl apply --server-side --field-manager=hnsplan -f calico.yaml
+  --as patch            a shell script of kubectl merge patches (kubectl patch --type
+                        merge), creating missing IPPools; calicoctl patch equivalents
+                        are in comments
+
+Never apply it with calicoctl apply or kubectl replace: a replace drops every field the
+file does not hold (a FelixConfiguration's other settings, the Installation's). Without -o
+the export goes to stdout; -o OUTDIR writes OUTDIR/` + calicoexport.FileName + ` (or ` + calicoexport.PatchFileName + `),
+replacing it at once. The output is byte-identical from run to run, and the YAML, added
+to the intent directory, agrees with the CUE: vet stays clean and the plans do not change.`,
+		Example: `  hnsplan export calico examples/calico-vxlan -o out
+  kubectl apply --server-side --field-manager=hnsplan -f out/calico.yaml
+  hnsplan export calico examples/calico-vxlan --as patch | sh`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			form, name := calicoexport.Apply, calicoexport.FileName
+			switch as {
+			case "apply":
+			case "patch":
+				form, name = calicoexport.Patch, calicoexport.PatchFileName
+			default:
+				return &exitError{code: exitUsage, err: fmt.Errorf("--as %q: give apply (YAML for server-side apply) or patch (a script of merge patches)", as)}
+			}
 			c, err := build(cmd, g, args[0], args[0], inputLimits.options(nil))
 			if err != nil {
 				return err
 			}
-			data, err := calicoexport.Export(c.Intent.Cluster)
+			data, err := calicoexport.Export(c.Intent.Cluster, form)
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
@@ -50,14 +75,15 @@ intent directory it agrees with the CUE: vet stays clean and the plans do not ch
 				_, err = cmd.OutOrStdout().Write(data)
 				return err
 			}
-			if err := writeFileAtomic(filepath.Join(outDir, calicoexport.FileName), data); err != nil {
+			if err := writeFileAtomic(filepath.Join(outDir, name), data); err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", filepath.Join(outDir, calicoexport.FileName))
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", filepath.Join(outDir, name))
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&outDir, "output-dir", "o", "", "directory to write "+calicoexport.FileName+" into (created if missing); default: stdout")
+	cmd.Flags().StringVarP(&outDir, "output-dir", "o", "", "directory to write "+calicoexport.FileName+" (or "+calicoexport.PatchFileName+") into (created if missing); default: stdout")
+	cmd.Flags().StringVar(&as, "as", "apply", "how the export is to be applied: apply (YAML for kubectl apply --server-side --field-manager=hnsplan) or patch (a script of merge patches)")
 	return cmd
 }
 
