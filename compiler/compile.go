@@ -298,7 +298,7 @@ func (c *compilation) podTemplate(n *intent.Node, b ipam.Block, gw netip.Addr, u
 	}
 	t := plan.PodEndpointTemplate{
 		Gateway:        gw,
-		MacAddressRule: macPrefix + "-<ip hex>",
+		MacAddressRule: c.c.Windows.VXLANMACPrefix + "-<ip hex>",
 		DnsSearch:      "{namespace}.svc." + c.c.DNSDomain,
 		DnsServers:     c.dnsServers,
 		Routes:         []plan.Route{{NextHop: gw, DestinationPrefix: def}},
@@ -419,14 +419,17 @@ func hnsMAC(s string) string {
 	return strings.ToUpper(strings.ReplaceAll(s, ":", "-"))
 }
 
-// PodMAC applies the MAC address rule: 0E-2A followed by the address's
-// four octets in hex.
-func PodMAC(a netip.Addr) string {
+// PodMAC applies the MAC address rule with Calico's default prefix: 0E-2A
+// followed by the address's four octets in hex.
+func PodMAC(a netip.Addr) string { return podMAC(macPrefix, a) }
+
+// podMAC applies the MAC address rule with prefix (windows.vxlanMACPrefix).
+func podMAC(prefix string, a netip.Addr) string {
 	if !a.Is4() {
 		return ""
 	}
 	b := a.As4()
-	return fmt.Sprintf("%s-%02X-%02X-%02X-%02X", macPrefix, b[0], b[1], b[2], b[3])
+	return fmt.Sprintf("%s-%02X-%02X-%02X-%02X", prefix, b[0], b[1], b[2], b[3])
 }
 
 // aclBudget is the ACL count past which policy-acl-budget warns.
@@ -552,7 +555,7 @@ func (c *compilation) endpoints(p *plan.NodePlan, n *intent.Node, b ipam.Block) 
 		p.Endpoints = append(p.Endpoints, plan.Endpoint{
 			Pod:              name,
 			IpConfigurations: []plan.IpConfig{{IpAddress: ip, PrefixLength: b.Prefix.Bits()}},
-			MacAddress:       PodMAC(ip),
+			MacAddress:       podMAC(c.c.Windows.VXLANMACPrefix, ip),
 			Dns:              &plan.Dns{Search: []string{np.pod.Namespace + ".svc." + c.c.DNSDomain}, ServerList: c.dnsServers},
 			Routes:           p.PodEndpoint.Routes,
 			Policies:         slices.Concat(p.PodEndpoint.Policies, acls),

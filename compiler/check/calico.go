@@ -163,7 +163,7 @@ func natWithoutNAT(x *checker) {
 // value's position is related.
 func (x *checker) driftf(at []any, what string, intentVal, liveVal any, live diag.Pos) {
 	x.reportRel("calico-config-drift", "", at, []diag.Related{diag.At(live, "the live cluster: %v", show(liveVal))},
-		"%s: the intent has %v, the live cluster %v (%s); a compile plans with the intent's %v, and the cluster keeps %v until the intent's Calico resources are applied (`hnsplan export calico`); or change the intent to match",
+		"%s: the intent has %v, the live cluster %v (%s); a compile plans with the intent's %v, and the cluster keeps %v until the intent's Calico resources are applied (`hnsplan export calico`, by server-side apply or its --as patch script, which leave the fields it does not hold); or change the intent to match",
 		what, show(intentVal), show(liveVal), live, show(intentVal), show(liveVal))
 }
 
@@ -172,6 +172,71 @@ func show(v any) any {
 		return fmt.Sprintf("%q", s)
 	}
 	return v
+}
+
+// poolDrift reports each field of the intent's pool p the live pool l
+// contradicts; where gives the live value's position by the field's name
+// (cidr, blockSize, encapsulation, natOutgoing, nodeSelector, disabled).
+func poolDrift(x *checker, p *intent.Pool, l intent.Pool, where func(field string) diag.Pos) {
+	what := fmt.Sprintf("pool %q ", p.Name)
+	at := func(f string) []any { return []any{"pools", p.Name, f} }
+	if p.CIDR != l.CIDR {
+		x.driftf(at("cidr"), what+"cidr", p.CIDR, l.CIDR, where("cidr"))
+	}
+	if p.BlockSize != l.BlockSize {
+		x.driftf(at("blockSize"), what+"blockSize", p.BlockSize, l.BlockSize, where("blockSize"))
+	}
+	if p.Encapsulation != l.Encapsulation {
+		x.driftf(at("encapsulation"), what+"encapsulation", p.Encapsulation, l.Encapsulation, where("encapsulation"))
+	}
+	if p.NATOutgoing != l.NATOutgoing {
+		x.driftf(at("natOutgoing"), what+"natOutgoing", p.NATOutgoing, l.NATOutgoing, where("natOutgoing"))
+	}
+	if p.NodeSelector != l.NodeSelector {
+		x.driftf(at("nodeSelector"), what+"nodeSelector", p.NodeSelector, l.NodeSelector, where("nodeSelector"))
+	}
+	if p.Disabled != l.Disabled {
+		x.driftf(at("disabled"), what+"disabled", p.Disabled, l.Disabled, where("disabled"))
+	}
+}
+
+// installationDrift compares the intent with the live operator
+// Installation "default": the pools it lists (those of the intent that
+// came from its Installation, and every pool the live one has), and its
+// service CIDRs.
+func installationDrift(x *checker, l *intent.Installation) {
+	fromIntent := map[string]bool{}
+	for _, r := range x.in.Manifests.Calico.Installations {
+		for _, p := range r.Pools() {
+			fromIntent[p.Name] = true
+		}
+	}
+	var live []intent.Pool
+	for i := range l.Spec.CalicoNetwork.GetIPPools() {
+		lp, ok := l.PoolAt(i)
+		if !ok {
+			continue
+		}
+		live = append(live, lp)
+		k := slices.IndexFunc(x.c.Pools, func(p intent.Pool) bool { return p.Name == lp.Name })
+		if k < 0 {
+			if !lp.Disabled {
+				x.reportRel("calico-config-drift", "", []any{"pools"}, []diag.Related{diag.At(l.PosOf(intent.PoolPath(i)...), "the live Installation's pool %q", lp.Name)},
+					"the live Installation's pool %q (%s) is not in the intent: the operator keeps it and Calico assigns from it, while a compile gives no Windows node a block of it; add it to the intent's Installation, or remove it from the cluster's", lp.Name, lp.CIDR)
+			}
+			continue
+		}
+		poolDrift(x, &x.c.Pools[k], lp, func(f string) diag.Pos { return l.PosOf(intent.PoolFieldPath(i, f)...) })
+	}
+	for _, p := range x.c.Pools {
+		if fromIntent[p.Name] && !slices.ContainsFunc(live, func(lp intent.Pool) bool { return lp.Name == p.Name }) && !p.Disabled {
+			x.reportRel("calico-config-drift", "", []any{"pools", p.Name}, []diag.Related{diag.At(l.Source.Pos, "the live Installation")},
+				"pool %q of the intent's Installation is not in the live Installation (%s): the operator creates it only once the Installation is applied (`hnsplan export calico`), and a compile plans blocks of it Calico does not assign until then", p.Name, l.Source.Pos)
+		}
+	}
+	if svc := l.ServiceCIDRs(); len(svc) > 0 && fmt.Sprint(svc) != fmt.Sprint(x.c.ServiceCIDRs) {
+		x.driftf([]any{"serviceCIDRs"}, "service CIDRs", x.c.ServiceCIDRs, svc, l.PosOf("spec", "serviceCIDRs"))
+	}
 }
 
 // drift compares the intent with the live Calico configuration of the
@@ -196,31 +261,15 @@ func drift(x *checker) {
 				}
 				continue
 			}
-			l := lp.Pool()
-			where := func(f string) diag.Pos { return lp.PosOf("spec", f) }
-			what := fmt.Sprintf("pool %q ", p.Name)
-			if p.CIDR != l.CIDR {
-				x.driftf([]any{"pools", p.Name, "cidr"}, what+"cidr", p.CIDR, l.CIDR, where("cidr"))
-			}
-			if p.BlockSize != l.BlockSize {
-				x.driftf([]any{"pools", p.Name, "blockSize"}, what+"blockSize", p.BlockSize, l.BlockSize, where("blockSize"))
-			}
-			if p.Encapsulation != l.Encapsulation {
-				f := "vxlanMode"
-				if l.Encapsulation == "IPIP" || p.Encapsulation == "IPIP" {
-					f = "ipipMode"
+			poolDrift(x, p, lp.Pool(), func(f string) diag.Pos {
+				if f == "encapsulation" {
+					f = "vxlanMode"
+					if l := lp.Pool(); l.Encapsulation == "IPIP" || p.Encapsulation == "IPIP" {
+						f = "ipipMode"
+					}
 				}
-				x.driftf([]any{"pools", p.Name, "encapsulation"}, what+"encapsulation", p.Encapsulation, l.Encapsulation, where(f))
-			}
-			if p.NATOutgoing != l.NATOutgoing {
-				x.driftf([]any{"pools", p.Name, "natOutgoing"}, what+"natOutgoing", p.NATOutgoing, l.NATOutgoing, where("natOutgoing"))
-			}
-			if p.NodeSelector != l.NodeSelector {
-				x.driftf([]any{"pools", p.Name, "nodeSelector"}, what+"nodeSelector", p.NodeSelector, l.NodeSelector, where("nodeSelector"))
-			}
-			if p.Disabled != l.Disabled {
-				x.driftf([]any{"pools", p.Name, "disabled"}, what+"disabled", p.Disabled, l.Disabled, where("disabled"))
-			}
+				return lp.PosOf("spec", f)
+			})
 		}
 		for _, lp := range live.IPPools {
 			l := lp.Pool()
@@ -239,6 +288,11 @@ func drift(x *checker) {
 		}
 		if v := derefInt(l.Spec.MaxBlocksPerHost, 0); v != x.c.IPAM.MaxBlocksPerHost {
 			x.driftf([]any{"ipam", "maxBlocksPerHost"}, "ipam maxBlocksPerHost", x.c.IPAM.MaxBlocksPerHost, v, l.Source.PosOf("spec", "maxBlocksPerHost"))
+		}
+	}
+	for i := range live.Installations {
+		if l := &live.Installations[i]; l.Name == "default" {
+			installationDrift(x, l)
 		}
 	}
 	vni, port := x.vxlanParams()

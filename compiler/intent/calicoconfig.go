@@ -35,11 +35,13 @@ type CalicoConfig struct {
 	IPAMConfigs  []IPAMConfig
 	FelixConfigs []FelixConfig
 	BGPConfigs   []BGPConfig
+	// Installations are the tigera-operator's (operator.tigera.io/v1).
+	Installations []Installation
 }
 
 // Len is the number of resources in c.
 func (c *CalicoConfig) Len() int {
-	return len(c.IPPools) + len(c.IPAMConfigs) + len(c.FelixConfigs) + len(c.BGPConfigs)
+	return len(c.IPPools) + len(c.IPAMConfigs) + len(c.FelixConfigs) + len(c.BGPConfigs) + len(c.Installations)
 }
 
 // IPPool is a Calico IPPool.
@@ -137,6 +139,7 @@ var calicoSpecTypes = map[string]reflect.Type{
 	"IPAMConfiguration":  reflect.TypeFor[IPAMConfigSpec](),
 	"FelixConfiguration": reflect.TypeFor[FelixConfigSpec](),
 	"BGPConfiguration":   reflect.TypeFor[BGPConfigSpec](),
+	"Installation":       reflect.TypeFor[InstallationSpec](),
 }
 
 // firstPerPosition drops the findings from index start on whose position
@@ -164,6 +167,10 @@ func calicoKind(apiVersion, kind string) (v3kind string, inIntent, ok bool) {
 		case "IPPool", "IPAMConfiguration", "FelixConfiguration", "BGPConfiguration":
 			return kind, true, true
 		}
+	case "operator.tigera.io/v1":
+		if kind == "Installation" {
+			return kind, true, true
+		}
 	case "crd.projectcalico.org/v1":
 		switch kind {
 		case "IPPool", "FelixConfiguration", "BGPConfiguration":
@@ -186,7 +193,13 @@ func (c *CalicoConfig) addCalico(obj *yaml.Node, src Source, kind string, d *yam
 		// refuse is reported once, in hnsplan's words.
 		start := len(*d.errs)
 		defer func() {
-			checkCalicoFields(kind, obj, calicoSpecTypes[kind], diag.Error, d)
+			// The operator may be newer than hnsplan's catalog of its
+			// API: a field that catalog lacks is a warning there.
+			unknown := diag.Error
+			if kind == "Installation" {
+				unknown = diag.Warning
+			}
+			checkCalicoFields(kind, obj, calicoSpecTypes[kind], unknown, d)
 			*d.errs = firstPerPosition(*d.errs, start)
 		}()
 		lenient := *d
@@ -233,10 +246,17 @@ func (c *CalicoConfig) addCalico(obj *yaml.Node, src Source, kind string, d *yam
 			}
 		}
 		c.BGPConfigs = append(c.BGPConfigs, p)
+	case "Installation":
+		var p Installation
+		into(&p)
+		p.Source = src
+		checkInstallation(&p, obj, d)
+		c.Installations = append(c.Installations, p)
 	}
 	if d.strict && kind != "IPPool" {
-		// Felix, IPAM and BGP read the configuration named "default";
-		// per-node objects (node.<name>) are not intent hnsplan models.
+		// Felix, IPAM, BGP and the operator read the configuration named
+		// "default"; per-node objects (node.<name>) are not intent hnsplan
+		// models.
 		if n := lookupNode(obj, []any{"metadata", "name"}); n.Kind == yaml.ScalarNode && n.Value != "" && n.Value != "default" {
 			d.errorf(n, "metadata.name", "%s %q is not read: hnsplan takes the cluster-wide %s named \"default\"; name it default, or keep per-node configuration out of the intent", kind, n.Value, kind)
 		}

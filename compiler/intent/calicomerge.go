@@ -99,6 +99,11 @@ func mergeCalico(c *Cluster, cfg *CalicoConfig, errs *diag.List) {
 			m.bgp(p)
 		}
 	}
+	for i := range cfg.Installations {
+		if p := &cfg.Installations[i]; !dup("Installation", p.Name, p.Source) {
+			m.installation(p, cfg)
+		}
+	}
 }
 
 func (m *merger) pool(r *IPPool) {

@@ -1,6 +1,7 @@
 package intent
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -45,6 +46,7 @@ type wireCluster struct {
 		NetworkName                   string    `json:"networkName"`
 		NetworkOwner                  string    `json:"networkOwner"`
 		NetworkMatch                  []string  `json:"networkMatch"`
+		VXLANMACPrefix                string    `json:"vxlanMACPrefix"`
 		UseSingleNetwork              bool      `json:"useSingleNetwork"`
 		DisableHostSubnetNATExclusion bool      `json:"disableHostSubnetNATExclusion"`
 		NATExceptions                 []string  `json:"natExceptions"`
@@ -139,7 +141,9 @@ func decodeCluster(data []byte, src *source, errs *diag.List, partial bool) *Clu
 	}
 
 	c.ServiceCIDRs = cidrs(wc.ServiceCIDRs, "serviceCIDRs")
-	if len(c.ServiceCIDRs) == 0 && (!partial || wc.ServiceCIDRs != nil) {
+	if len(c.ServiceCIDRs) == 0 && wc.ServiceCIDRs != nil {
+		// Written, but empty; none at all is for requireServiceCIDRs,
+		// once the Installation has had its say.
 		errs.Errorf(RuleSchema, c.Pos("serviceCIDRs"), "cluster.serviceCIDRs", "list at least one service CIDR (kube-apiserver --service-cluster-ip-range), e.g. [\"10.96.0.0/12\"]")
 	}
 	if wc.VXLAN != nil {
@@ -163,15 +167,14 @@ func decodeCluster(data []byte, src *source, errs *diag.List, partial bool) *Clu
 		DisableHostSubnetNATExclusion: wc.Windows.DisableHostSubnetNATExclusion,
 		NATExceptions:                 cidrs(wc.Windows.NATExceptions, "windows", "natExceptions"),
 		KubeProxy:                     wc.Windows.KubeProxy, Replacement: wc.Windows.Replacement,
+		VXLANMACPrefix: cmp.Or(strings.ToUpper(wc.Windows.VXLANMACPrefix), DefaultVXLANMACPrefix),
 	}
 	if r := wc.Windows.Rollout; r != nil {
 		c.Windows.Rollout = &Rollout{MaxUnavailable: fmt.Sprint(r.MaxUnavailable), Order: r.Order}
 	}
 	c.Windows.NetworkOwner = wc.Windows.NetworkOwner
-	if c.Windows.NetworkOwner == "" {
-		c.Windows.NetworkOwner = defaultOwner(c.Networking, c.Platform)
-	}
 	c.Windows.NetworkMatch, c.Windows.NetworkMatchSet = wc.Windows.NetworkMatch, wc.Windows.NetworkMatch != nil
+	c.networkDefaults()
 	for i, m := range c.Windows.NetworkMatch {
 		if err := plan.CheckNetworkPattern(m); err != nil {
 			errs.Errorf(RuleSchema, c.Pos("windows", "networkMatch", i), cuePath([]any{"windows", "networkMatch", i}), "%v", err)
@@ -179,14 +182,6 @@ func decodeCluster(data []byte, src *source, errs *diag.List, partial bool) *Clu
 	}
 	if n := len(c.Windows.NetworkMatch); n > plan.MaxNetworkPatterns {
 		errs.Errorf(RuleSchema, c.Pos("windows", "networkMatch"), "cluster.windows.networkMatch", "%d patterns: give at most %d (a pattern can match many names: \"azure.*\")", n, plan.MaxNetworkPatterns)
-	}
-	switch {
-	case c.Windows.NetworkOwner != OwnerCNI:
-	case c.Windows.NetworkMatchSet:
-	case c.written("windows", "networkName"):
-		c.Windows.NetworkMatch = []string{regexp.QuoteMeta(c.Windows.NetworkName)}
-	default:
-		c.Windows.NetworkMatch = defaultNetworkMatch(c)
 	}
 
 	for _, name := range slices.Sorted(maps.Keys(wc.Pools)) {
@@ -238,6 +233,24 @@ func decodeCluster(data []byte, src *source, errs *diag.List, partial bool) *Clu
 		c.Nodes = append(c.Nodes, n)
 	}
 	return c
+}
+
+// networkDefaults fills in the network's owner and the networks a CNI's
+// pods are on where the CUE leaves them to their defaults, which follow
+// the networking and the platform (the Installation may give the latter).
+func (c *Cluster) networkDefaults() {
+	if !c.written("windows", "networkOwner") {
+		c.Windows.NetworkOwner = defaultOwner(c.Networking, c.Platform)
+	}
+	switch {
+	case c.Windows.NetworkOwner != OwnerCNI:
+		c.Windows.NetworkMatch = nil
+	case c.Windows.NetworkMatchSet:
+	case c.written("windows", "networkName"):
+		c.Windows.NetworkMatch = []string{regexp.QuoteMeta(c.Windows.NetworkName)}
+	default:
+		c.Windows.NetworkMatch = defaultNetworkMatch(c)
+	}
 }
 
 // Path formats a path below `cluster` (field names and list indexes) the

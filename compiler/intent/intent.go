@@ -112,8 +112,11 @@ type Windows struct {
 	// network name) of the networks the pods' endpoints are on, with
 	// OwnerCNI: written, or the default of the CNI; nil with
 	// OwnerHnsplan. NetworkMatchSet says they were written.
-	NetworkMatch                  []string
-	NetworkMatchSet               bool
+	NetworkMatch    []string
+	NetworkMatchSet bool
+	// VXLANMACPrefix is the pod endpoints' MAC prefix ("0E-2A"), upper
+	// case.
+	VXLANMACPrefix                string
 	UseSingleNetwork              bool
 	DisableHostSubnetNATExclusion bool
 	NATExceptions                 []netip.Prefix

@@ -104,6 +104,6 @@ func (inv *Inventory) add(obj *yaml.Node, src Source, apiVersion, kind string, e
 		inv.BlockAffinities = append(inv.BlockAffinities, ba)
 	default:
 		errs.Add(diag.Finding{Rule: RuleInventory, Severity: diag.Warning, Pos: src.Pos,
-			Message: fmt.Sprintf("kind %s %s is ignored; the inventory reads Pods, Namespaces, Services, Nodes, EndpointSlices, and Calico BlockAffinities, IPPools, IPAMConfigs, FelixConfigurations and BGPConfigurations%s", apiVersion, kind, src.where())})
+			Message: fmt.Sprintf("kind %s %s is ignored; the inventory reads Pods, Namespaces, Services, Nodes, EndpointSlices, Calico BlockAffinities, IPPools, IPAMConfigs, FelixConfigurations and BGPConfigurations, and the operator's Installation%s", apiVersion, kind, src.where())})
 	}
 }

@@ -97,6 +97,7 @@ func Load(dir string, opts Options) (*Intent, diag.List, error) {
 		mergeCalico(in.Cluster, &in.Manifests.Calico, &errs)
 	}
 	requirePoolCIDRs(res.user, &source{user: res.user, rel: rel}, &in.Manifests.Calico, in.Cluster, &errs)
+	requireServiceCIDRs(in.Cluster, &errs)
 	in.Lock = readLock(dir, files, &errs)
 	if len(opts.Inventory) > 0 {
 		inv, err := loadInventory(opts.Inventory, files.max, &errs)

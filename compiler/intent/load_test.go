@@ -58,7 +58,7 @@ func TestLoadDefaults(t *testing.T) {
 		DNSDomain:    "cluster.local",
 		IPAM:         IPAM{Type: "calico", StrictAffinity: true},
 		VXLAN:        &VXLAN{VNI: 4096, Port: 4789},
-		Windows: Windows{NetworkName: "Calico", NetworkOwner: OwnerHnsplan, UseSingleNetwork: true, Replacement: "drain",
+		Windows: Windows{NetworkName: "Calico", NetworkOwner: OwnerHnsplan, VXLANMACPrefix: "0E-2A", UseSingleNetwork: true, Replacement: "drain",
 			NATExceptions: []netip.Prefix{}, KubeProxy: KubeProxy{HostnameOverride: true}},
 		Pools: []Pool{{Name: "default", CIDR: netip.MustParsePrefix("192.168.0.0/16"), BlockSize: 26,
 			Encapsulation: "VXLAN", NATOutgoing: true, NodeSelector: "all()"}},

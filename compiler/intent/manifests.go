@@ -20,7 +20,7 @@ import (
 )
 
 // intentKinds are the manifest kinds an intent directory may hold.
-const intentKinds = "networking.k8s.io/v1 NetworkPolicy; projectcalico.org/v3 NetworkPolicy, GlobalNetworkPolicy, Tier, HostEndpoint, IPPool, IPAMConfiguration, FelixConfiguration, BGPConfiguration; v1 Namespace, Service (or a v1 List of them)"
+const intentKinds = "networking.k8s.io/v1 NetworkPolicy; projectcalico.org/v3 NetworkPolicy, GlobalNetworkPolicy, Tier, HostEndpoint, IPPool, IPAMConfiguration, FelixConfiguration, BGPConfiguration; operator.tigera.io/v1 Installation; v1 Namespace, Service (or a v1 List of them)"
 
 // inventoryKinds are live state: they belong in --inventory files.
 var inventoryKinds = map[string]bool{"Pod": true, "Node": true, "EndpointSlice": true, "BlockAffinity": true}
