@@ -29,6 +29,8 @@ import (
 	"sync"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/hnsplan/hnsplan/compiler/diag"
 )
 
 //go:embed schema.json
@@ -295,37 +297,11 @@ func (n *Node) unknown(name string) string {
 // Nearest returns the field of n nearest to name (case-insensitively, at
 // most two edits apart), or "".
 func (n *Node) Nearest(name string) string {
-	best, bestD := "", 3
-	for _, f := range slices.Sorted(maps.Keys(n.Props)) {
-		if d := distance(strings.ToLower(name), strings.ToLower(f)); d < bestD {
-			best, bestD = f, d
-		}
+	byLower := map[string]string{}
+	for f := range n.Props {
+		byLower[strings.ToLower(f)] = f
 	}
-	return best
-}
-
-// distance is the Levenshtein distance of a and b, capped at 3.
-func distance(a, b string) int {
-	if d := len(a) - len(b); d > 3 || d < -3 {
-		return 3
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return min(prev[len(b)], 3)
+	return byLower[diag.Closest(strings.ToLower(name), slices.Sorted(maps.Keys(byLower)), 2)]
 }
 
 func join(path, key string) string {
