@@ -160,3 +160,41 @@ func usedFields(model reflect.Type) string {
 	}
 	return strings.Join(names[:5], ", ") + fmt.Sprintf(" and %d more", len(names)-5)
 }
+
+// calicoHint says, for a field hnsplan's Go type for a Calico kind does not
+// have, whether Calico's API has it: the nearest field if the name is a
+// slip, or that Calico Open Source does not have it (a Calico Enterprise
+// field, most often). path is the data path of the object holding it.
+func calicoHint(kind, path, field string) string {
+	if kind == "" {
+		return ""
+	}
+	k, ok := calicoapi.Lookup(kind)
+	if !ok {
+		return ""
+	}
+	n := k.Spec
+	rest, ok := strings.CutPrefix(path, "spec")
+	if !ok {
+		return ""
+	}
+	for _, part := range strings.FieldsFunc(rest, func(r rune) bool { return r == '.' }) {
+		name, _, _ := strings.Cut(part, "[")
+		c := n.Props[name]
+		if c == nil {
+			return ""
+		}
+		for c.Type == "array" && c.Items != nil {
+			c = c.Items
+		}
+		n = c
+	}
+	if n.Props[field] != nil {
+		return fmt.Sprintf(": Calico's API has it, but hnsplan cannot compile it; remove it, or keep the %s off the Windows nodes", kind)
+	}
+	msg := fmt.Sprintf(": not a field of Calico Open Source's API (%s) here", calicoapi.Versions)
+	if near := n.Nearest(field); near != "" {
+		return msg + fmt.Sprintf("; did you mean %q?", near)
+	}
+	return msg + ": misplaced, or a Calico Enterprise field, which hnsplan does not enforce"
+}

@@ -143,6 +143,10 @@ func TestCalicoFieldErrors(t *testing.T) {
 			`full.yaml:7:17: error[manifest]: spec.allowedUses[0]: must be one of Workload, Tunnel, LoadBalancer, not "Everything" (Calico's API server refuses it) (document 1)`},
 		{"kind: BGPConfiguration\nmetadata: {name: default}\nspec:\n  bindMode: Anywhere\n",
 			`full.yaml:5:13: error[manifest]: spec.bindMode: must be one of None, NodeIP, not "Anywhere" (Calico's API server refuses it) (document 1)`},
+		{"kind: GlobalNetworkPolicy\nmetadata: {name: p}\nspec:\n  ingress:\n  - action: Allow\n    source: {selectr: app == 'x'}\n",
+			`full.yaml:7:14: error[manifest]: spec.ingress[0].source.selectr: unknown field "selectr": not a field of Calico Open Source's API (Calico v3.28 to v3.32) here; did you mean "selector"? (document 1)`},
+		{"kind: GlobalNetworkPolicy\nmetadata: {name: p}\nspec:\n  egress:\n  - action: Allow\n    destination: {domains: [example.com]}\n",
+			`full.yaml:7:19: error[manifest]: spec.egress[0].destination.domains: unknown field "domains": not a field of Calico Open Source's API (Calico v3.28 to v3.32) here: misplaced, or a Calico Enterprise field, which hnsplan does not enforce (document 1)`},
 		{"kind: IPAMConfiguration\nmetadata: {name: default}\nstatus: {}\nspecs: {}\n",
 			`full.yaml:5:1: error[manifest]: specs: unknown field "specs": an IPAMConfiguration has apiVersion, kind, metadata and spec (document 1)`},
 	} {

@@ -196,6 +196,7 @@ func (m *Manifests) addOther(obj *yaml.Node, src Source, apiVersion, kind string
 		m.NetworkPolicies = append(m.NetworkPolicies, p)
 	case "projectcalico.org/v3 NetworkPolicy", "projectcalico.org/v3 GlobalNetworkPolicy":
 		var p CalicoPolicy
+		d.catalog = kind
 		d.decode(obj, reflect.ValueOf(&p).Elem(), "")
 		p.Global, p.Source = kind == "GlobalNetworkPolicy", src
 		checkCalicoPolicy(&p, d)

@@ -34,6 +34,9 @@ type yamlDecoder struct {
 	// unknownOK leaves fields the Go type does not have to another judge
 	// (Calico's API, for the Calico kinds) even when strict.
 	unknownOK bool
+	// catalog, if set, is the Calico kind whose API an unknown field is
+	// looked up in, for a hint (policies: Enterprise-only fields).
+	catalog string
 }
 
 func (d *yamlDecoder) errorf(n *yaml.Node, path, format string, args ...any) {
@@ -152,7 +155,7 @@ func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			idx, ok := fields[k.Value]
 			if !ok {
 				if d.strict && !d.unknownOK {
-					d.errorf(k, kpath, "unknown field %q", k.Value)
+					d.errorf(k, kpath, "unknown field %q%s", k.Value, calicoHint(d.catalog, path, k.Value))
 				}
 				continue
 			}
