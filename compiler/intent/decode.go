@@ -53,6 +53,7 @@ type wireCluster struct {
 		Rollout                       *struct {
 			MaxUnavailable any    `json:"maxUnavailable"` // a count or "40%"
 			Order          string `json:"order"`
+			VXLANChange    string `json:"vxlanChange"`
 		} `json:"rollout"`
 	} `json:"windows"`
 	Pools map[string]struct {
@@ -165,7 +166,7 @@ func decodeCluster(data []byte, src *source, errs *diag.List, partial bool) *Clu
 		KubeProxy:                     wc.Windows.KubeProxy, Replacement: wc.Windows.Replacement,
 	}
 	if r := wc.Windows.Rollout; r != nil {
-		c.Windows.Rollout = &Rollout{MaxUnavailable: fmt.Sprint(r.MaxUnavailable), Order: r.Order}
+		c.Windows.Rollout = &Rollout{MaxUnavailable: fmt.Sprint(r.MaxUnavailable), Order: r.Order, VXLANChange: r.VXLANChange}
 	}
 	c.Windows.NetworkOwner = wc.Windows.NetworkOwner
 	if c.Windows.NetworkOwner == "" {
