@@ -115,6 +115,10 @@ demo: build
 # node (AKS's Azure CNI) is unprotected: from the CNI making its endpoint to
 # the agent programming its ACLs, p50/p99/max over bursts of 100 pods, with
 # HNS calls at 0 and 20 ms, 4 writers and 1.
+# BenchmarkVXLANChangeWindow (applier) is a VNI change rolled out by 4
+# agents at maxUnavailable 1 and with rollout.vxlanChange all-at-once, at a
+# tenth of real time: how long the rollout keeps nodes on different VNIs
+# (rollout-s, split-s), per wave, and the most nodes cordoned at once.
 # hack/bench-scale.sh is issue 16's compile figures on the CLI: wall time,
 # CPU time and peak RSS of `hnsplan compile` at 1,100 to 5,000 nodes, the
 # bytes written, the largest file, and how many files one joining node
@@ -129,6 +133,7 @@ bench: build
 	else echo "BenchmarkFreshNodeRoutes (applier, over 4 minutes) skipped: make bench BENCH_SLOW=1 runs it"; fi
 	$(GO) test -run '^$$' -bench 'FreshNodeCPU|AgentMemory' -benchtime 1x -count 1 -timeout 30m ./applier | tee -a $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench TimeToProtect -benchtime 5x -count 1 ./applier | tee -a $(BIN)/bench.txt
+	$(GO) test -run '^$$' -bench VXLANChangeWindow -benchtime 1x -count 1 ./applier | tee -a $(BIN)/bench.txt
 	@dir=$$(mktemp -d) && $(GO) run ./internal/synth/gen $$dir/intent && \
 	  t=$$(command -v /usr/bin/time || true); \
 	  for cmd in "vet --severity warning $$dir/intent" "compile $$dir/intent -o $$dir/plans"; do \

@@ -102,7 +102,7 @@ func agentConfig(t *testing.T, h hns.Client, src planwatch.Source) applier.Confi
 
 // mgmt is the host endpoint's ProviderAddress in p: the in-memory HNS
 // plays the node with this management address.
-func mgmt(t *testing.T, p *plan.NodePlan) netip.Addr {
+func mgmt(t testing.TB, p *plan.NodePlan) netip.Addr {
 	pa, ok := plan.Find[plan.ProviderAddress](p.HostEndpoint.Policies)
 	if !ok {
 		t.Fatal("the plan's host endpoint has no ProviderAddress")

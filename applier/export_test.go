@@ -4,3 +4,6 @@ import "github.com/hnsplan/hnsplan/applier/planwatch"
 
 // TakePlan takes u as if the plan source had delivered it.
 func (a *Agent) TakePlan(u planwatch.Update) { a.takePlan(u) }
+
+// Defaults is Config.withDefaults, for tests that hold others to them.
+func (c Config) Defaults() Config { return c.withDefaults() }

@@ -19,7 +19,7 @@ type DrainReplacer struct {
 	// rollout slot); Done, if set, is called once a replace is done
 	// (state converged), to give the slot back. A replace that ends
 	// blocked or in error keeps its slot: the rollout halts on it.
-	Admit func(ctx context.Context, p *plan.NodePlan, resumed bool) (kube.NodeState, string, error)
+	Admit func(ctx context.Context, p *plan.NodePlan, a replace.Admission) (kube.NodeState, string, error)
 	Done  func(ctx context.Context)
 	// Confirmed says the operator asked for this replace by running it
 	// (apply --once): it drains and recreates whatever the plan's
@@ -39,8 +39,8 @@ func (d *DrainReplacer) Replace(ctx context.Context, p *plan.NodePlan, want *hns
 		cfg.Mode = replace.ModeManual
 	}
 	if d.Admit != nil {
-		cfg.Admit = func(ctx context.Context, resumed bool) (kube.NodeState, string, error) {
-			return d.Admit(ctx, p, resumed)
+		cfg.Admit = func(ctx context.Context, a replace.Admission) (kube.NodeState, string, error) {
+			return d.Admit(ctx, p, a)
 		}
 	}
 	res, err := replace.Run(ctx, cfg)

@@ -455,6 +455,14 @@ func (tl *timeline) cordoned(node string) bool {
 	return tl.cordon[node]
 }
 
+// resetPeak starts counting the peak again, from the nodes cordoned now.
+func (tl *timeline) resetPeak() {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.maxCount = 0
+	tl.count()
+}
+
 func (tl *timeline) peak() int {
 	tl.mu.Lock()
 	defer tl.mu.Unlock()

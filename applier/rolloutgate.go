@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
+	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/internal/atomicfile"
 	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/replace"
@@ -141,8 +142,8 @@ func (g *slotGate) halted(digest string) bool {
 // Admit is replace.Config.Admit for plan p: "" when the replace may go on
 // (this node holds a rollout slot, or there are none), else the state to
 // wait in and why.
-func (g *slotGate) Admit(ctx context.Context, p *plan.NodePlan, resumed bool) (kube.NodeState, string, error) {
-	st, why, err := g.admit(ctx, p, resumed)
+func (g *slotGate) Admit(ctx context.Context, p *plan.NodePlan, a replace.Admission) (kube.NodeState, string, error) {
+	st, why, err := g.admit(ctx, p, a)
 	g.why = why
 	if why != "" && why != g.said {
 		g.log.Info("replace waits", "state", st, "why", why)
@@ -155,7 +156,7 @@ func (g *slotGate) Admit(ctx context.Context, p *plan.NodePlan, resumed bool) (k
 // waiting is why the last Admit held the replace back, "" if it did not.
 func (g *slotGate) waiting() string { return g.why }
 
-func (g *slotGate) admit(ctx context.Context, p *plan.NodePlan, resumed bool) (kube.NodeState, string, error) {
+func (g *slotGate) admit(ctx context.Context, p *plan.NodePlan, a replace.Admission) (kube.NodeState, string, error) {
 	rec := g.load()
 	retry := g.takeFile(statedir.RetryFile)
 	if rec.Halted != "" && (rec.Plan != p.Digest || retry) {
@@ -191,7 +192,7 @@ func (g *slotGate) admit(ctx context.Context, p *plan.NodePlan, resumed bool) (k
 			if err := g.save(slotRecord{Plan: p.Digest, Halted: haltFreed}); err != nil {
 				return "", "", err
 			}
-			return g.admit(ctx, p, resumed)
+			return g.admit(ctx, p, a)
 		}
 	}
 	nodes := g.nodes()
@@ -205,8 +206,19 @@ func (g *slotGate) admit(ctx context.Context, p *plan.NodePlan, resumed bool) (k
 	if err != nil {
 		return "", "", fmt.Errorf("plan %s: %w", p.Digest, err)
 	}
+	// rollout.vxlanChange all-at-once: a replace whose only cause is the
+	// cluster's VXLAN identity may take a slot whatever the others hold,
+	// and waits for no earlier order group. Nodes on the old and on the
+	// new VNI or port cannot reach each other until all have switched, so
+	// one wave is the shortest split; the cost, every Windows node drained
+	// at once, is what the setting accepts. A replace with any other
+	// cause keeps maxUnavailable, which counts these slots too.
+	allAtOnce := p.Rollout.AllAtOnce() && hns.VXLANOnly(&a.Have, &a.Want)
+	if allAtOnce && windows > max {
+		max = windows
+	}
 	g.slots.Max = max
-	if rec.Slot == "" && p.Rollout != nil && p.Rollout.Order != "" {
+	if rec.Slot == "" && p.Rollout != nil && p.Rollout.Order != "" && !allAtOnce {
 		if why, err := g.orderWait(ctx, p.Rollout.Order, nodes); err != nil || why != "" {
 			if why != "" {
 				return kube.StateRolloutWaiting, why, nil
@@ -229,8 +241,12 @@ func (g *slotGate) admit(ctx context.Context, p *plan.NodePlan, resumed bool) (k
 		}
 	}
 	if rec.Slot != name {
-		g.log.Info("rollout slot taken", "slot", name, "plan", p.Digest, "max", max, "resumed", resumed)
-		g.event("Normal", "RolloutSlotTaken", fmt.Sprintf("took rollout slot %s (at most %d nodes replace at once) for plan %s", name, max, p.Digest))
+		pace := fmt.Sprintf("at most %d nodes replace at once", max)
+		if allAtOnce {
+			pace = fmt.Sprintf("rollout.vxlanChange all-at-once: a replace for the VXLAN VNI or port alone, up to all %d Windows nodes at once", max)
+		}
+		g.log.Info("rollout slot taken", "slot", name, "plan", p.Digest, "max", max, "allAtOnce", allAtOnce, "resumed", a.Resumed)
+		g.event("Normal", "RolloutSlotTaken", fmt.Sprintf("took rollout slot %s (%s) for plan %s", name, pace, p.Digest))
 	}
 	g.startKeep()
 	return "", "", nil

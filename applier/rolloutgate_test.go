@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -258,4 +261,92 @@ func withState(n kube.Node, s kube.NodeState) kube.Node {
 	}
 	n.Annotations[kube.AnnotationState] = string(s)
 	return n
+}
+
+// TestRolloutAllAtOnce: with rollout.vxlanChange all-at-once, a replace
+// whose only cause is the VXLAN identity takes a slot whatever the other
+// Windows nodes hold (up to one each) and waits for no earlier order
+// group; one with another cause too (a renamed network), or without the
+// setting, keeps maxUnavailable.
+func TestRolloutAllAtOnce(t *testing.T) {
+	ex := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
+	p := ex.plans["win-1"]
+	const zone = "topology.kubernetes.io/zone"
+	all := &plan.Rollout{MaxUnavailable: "1", VXLANChange: plan.VXLANAllAtOnce}
+	renamed := func(q *plan.NodePlan) *plan.NodePlan { q.Network.Name = "Calico2"; return q }
+	for _, tc := range []struct {
+		name    string
+		rollout *plan.Rollout
+		change  func(*plan.NodePlan) *plan.NodePlan
+		held    []string // the other nodes holding a slot
+		others  []kube.Node
+		wait    bool
+		slot    string
+	}{
+		{"rolling waits for the slot", &plan.Rollout{MaxUnavailable: "1"}, nil, []string{"win-2"}, nil, true, ""},
+		{"all at once takes a slot beside three", all, nil, []string{"win-2", "win-3", "win-4"}, nil, false, rollout.NamePrefix + "3"},
+		{"all at once ignores the order", &plan.Rollout{MaxUnavailable: "1", Order: zone, VXLANChange: plan.VXLANAllAtOnce}, nil, nil,
+			[]kube.Node{withState(windowsNode("win-2", zone, "a"), kube.StateReplacing)}, false, rollout.NamePrefix + "0"},
+		{"another cause keeps maxUnavailable", all, renamed, []string{"win-2"}, nil, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := hnsmem.New(hnsmem.ManagementAddress(mgmt(t, p)))
+			cs := fake.NewClientset()
+			nodes := []kube.Node{windowsNode("win-1", zone, "b")}
+			for _, n := range []string{"win-2", "win-3", "win-4"} {
+				if !slices.ContainsFunc(tc.others, func(o kube.Node) bool { return o.Name == n }) {
+					nodes = append(nodes, windowsNode(n))
+				}
+			}
+			nodes = append(nodes, tc.others...)
+			k := &slotKube{fakeKube: &fakeKube{synced: true, node: kube.Node{Name: "win-1"}}, nodes: nodes}
+			for i, holder := range tc.held {
+				l := heldLease(rollout.NamePrefix+strconv.Itoa(i), holder)
+				if _, err := cs.CoordinationV1().Leases(slotNS).Create(ctx, l, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := agentConfig(t, h, chanSource(nil))
+			cfg.Kube, cfg.Leases, cfg.DrainTimeout = k, cs.CoordinationV1(), time.Millisecond
+			a, err := applier.NewAgent(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.TakePlan(planwatch.Update{Plan: p, Source: "test"})
+			for a.Pass(ctx, 0) == applier.Requeue {
+			}
+			moved := withVNI(p, 5000)
+			if tc.change != nil {
+				moved = tc.change(moved)
+			}
+			moved.Rollout = tc.rollout
+			a.TakePlan(planwatch.Update{Plan: moved, Source: "test"})
+			var took string
+			cs.PrependReactor("create", "leases", func(act k8stesting.Action) (bool, runtime.Object, error) {
+				if l, ok := act.(k8stesting.CreateAction).GetObject().(*coordinationv1.Lease); ok && *l.Spec.HolderIdentity == "win-1" {
+					took = l.Name
+				}
+				return false, nil, nil
+			})
+			for a.Pass(ctx, 0) == applier.Requeue {
+			}
+			st := a.Status()
+			if tc.wait {
+				if st.State != kube.StateRolloutWaiting || k.cordons != 0 || took != "" {
+					t.Fatalf("state %s (%s), %d cordons, took %q; want rollout-waiting, not cordoned, no slot", st.State, st.Error, k.cordons, took)
+				}
+				return
+			}
+			if st.State != kube.StateConverged || k.cordons != 1 || took != tc.slot {
+				t.Fatalf("state %s (%s), %d cordons, took %q; want converged after one cordon, slot %s", st.State, st.Error, k.cordons, took, tc.slot)
+			}
+			snap, err := h.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := snap.Network(p.Network.Name); n == nil || n.Subnets[0].VNI != 5000 {
+				t.Errorf("network %+v, want VNI 5000", n)
+			}
+		})
+	}
 }

@@ -244,6 +244,11 @@ func (c *compilation) nodePlan(n *intent.Node, b ipam.Block) *plan.NodePlan {
 	}
 	if r := c.c.Windows.Rollout; r != nil {
 		p.Rollout = &plan.Rollout{MaxUnavailable: r.MaxUnavailable, Order: r.Order}
+		if r.VXLANChange == plan.VXLANAllAtOnce {
+			// Only when set: rolling is what a plan without it means, so
+			// that plans compiled before the setting existed stay the same.
+			p.Rollout.VXLANChange = r.VXLANChange
+		}
 	}
 	bits := b.Prefix.Bits()
 	gw := b.Gateway()

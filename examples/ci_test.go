@@ -265,8 +265,8 @@ const markerOf = "<!-- hnsplan-diff cluster -->\n"
 
 // The comment's body for each state of the pull request.
 var (
-	vni5000   = []string{markerOf, "**Plan: 3 nodes to change, 3 networks to replace.**", "VNI: 4096 -> 5000"}
-	vni5001   = []string{markerOf, "**Plan: 3 nodes to change, 3 networks to replace.**", "VNI: 4096 -> 5001"}
+	vni5000   = []string{markerOf, "**Plan: 3 nodes to change, 3 networks to replace. VXLAN VNI 4096 -> 5000: ", "> [!CAUTION]", `FelixConfiguration "default" spec.vxlanVNI 4096 -> 5000`, "VNI: 4096 -> 5000"}
+	vni5001   = []string{markerOf, "**Plan: 3 nodes to change, 3 networks to replace. VXLAN VNI 4096 -> 5001: ", "> [!CAUTION]", `FelixConfiguration "default" spec.vxlanVNI 4096 -> 5001`, "VNI: 4096 -> 5001"}
 	vetErrors = []string{markerOf, "`cluster` is invalid", "cluster/cluster.cue:", "error[vxlan-port]", "VXLAN port 4790", "cluster: invalid: 1 error"}
 	noChanges = []string{markerOf, "**No changes. The Windows nodes' HNS plans are the same.**"}
 )

@@ -187,7 +187,7 @@ func testTour(t *testing.T, repo, bin, tour string) {
 		{"Node win-1 ", shown("bin/hnsplan plan examples/calico-vxlan --node win-1")},
 		{"frontend/shop-1 -> web/iis-2", shown("bin/hnsplan explain ")},
 		{"node win-1, plan ", shown("bin/hnsplan-agent apply --once")},
-		{"…", func(t *testing.T) string { return diffVNI(t, root, bin) }},
+		{"head/cluster.cue:", func(t *testing.T) string { return diffVNI(t, root, bin) }},
 	}
 	mistakes := edited(
 		"strictAffinity: true", `strictAffinity: "yes"`, "`strictAffinity: \"yes\"`",

@@ -108,10 +108,10 @@ sed -i 's/vni: 4096/vni: 4097/' "$work/head/cluster.cue"
 grep -q 'vni: 4097' "$work/head/cluster.cue" || { echo "bench-scale: no vni in the synthetic intent" >&2; exit 1; }
 "$timecmd" -o "$work/time-base" -f '%e %U %S %M' "$hnsplan" compile "$work/base" -o "$work/base-out" >/dev/null
 set +e
-"$timecmd" -o "$work/time-diff" -f '%e %U %S %M' "$hnsplan" diff "$work/base" "$work/head" -o markdown >"$work/diff.md"
+"$timecmd" -o "$work/time-diff" -f '%e %U %S %M' "$hnsplan" diff "$work/base" "$work/head" -o markdown >"$work/diff.md" 2>"$work/diff.err"
 rc=$?
 set -e
-[ "$rc" -le 2 ] || { echo "bench-scale: hnsplan diff exited $rc" >&2; exit 1; }
+[ "$rc" -le 2 ] || { cat "$work/diff.err" >&2; echo "bench-scale: hnsplan diff exited $rc" >&2; exit 1; }
 read -r bwall _ _ _ <"$work/time-base"
 read -r dwall duser dsys drss <"$work/time-diff"
 dratio=$(awk -v a="$dwall" -v b="$bwall" 'BEGIN {printf "%.2f", a/b}')
@@ -120,3 +120,5 @@ printf '  diff (VNI change) %ss wall, %s x one compile (%ss) (<= 2.5)  %s   [cpu
 	"$(verdict "$dratio <= 2.5")" "$(awk -v u="$duser" -v s="$dsys" 'BEGIN {printf "%.2f", u+s}')" "$(awk -v k="$drss" 'BEGIN {print k/1024}')"
 printf '  diff markdown    %s characters (cap 65,000)  %s\n' "$mdsize" "$(verdict "$mdsize <= 65000")"
 grep -m1 'the same change on' "$work/diff.md" | sed 's/^/    /' || true
+# The cluster's VXLAN change, said once: its window at maxUnavailable 1.
+grep -m1 -o 'VXLAN VNI 4096 -> 4097: [^*]*' "$work/diff.md" | sed 's/^/    /' || true

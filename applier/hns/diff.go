@@ -170,6 +170,27 @@ func sameIdentity(h, w *Network) bool {
 	return true
 }
 
+// VXLANOnly reports whether the network as read (h) differs from the
+// plan's (w), in what HNS cannot change in place, by its VXLAN identity
+// alone — its subnets' VNI, its VxlanPort — and does differ: the same name,
+// type and subnets (prefixes, gateways). The replace it causes is then
+// the cluster's VXLAN change and nothing else, which the rollout may pace
+// apart (rollout.vxlanChange all-at-once). A field read back absent is
+// unknown, not changed, as for every replace; a network absent on either
+// side is never VXLAN-only.
+func VXLANOnly(h, w *Network) bool {
+	if h == nil || w == nil || h.Name != w.Name || len(h.Subnets) != len(w.Subnets) || sameIdentity(h, w) {
+		return false
+	}
+	x := *h
+	x.VXLANPort = w.VXLANPort
+	x.Subnets = slices.Clone(h.Subnets)
+	for i := range x.Subnets {
+		x.Subnets[i].VNI = w.Subnets[i].VNI
+	}
+	return sameIdentity(&x, w)
+}
+
 func changedIdentity(h, w *Network) string {
 	switch {
 	case h.Type != w.Type:

@@ -216,3 +216,38 @@ func TestDiffRename(t *testing.T) {
 		})
 	}
 }
+
+// TestVXLANOnly: a network that differs from the plan's by its VNI or
+// VxlanPort alone is a VXLAN-only replace; with any other identity field
+// changed too (name, type, prefix, gateway), or nothing changed, or a
+// value read back absent, it is not.
+func TestVXLANOnly(t *testing.T) {
+	w := wantNode().Network
+	edit := func(f func(n *Network)) *Network {
+		n := w
+		n.Subnets = append([]Subnet(nil), w.Subnets...)
+		f(&n)
+		return &n
+	}
+	for _, tc := range []struct {
+		name string
+		have *Network
+		want bool
+	}{
+		{"same", edit(func(*Network) {}), false},
+		{"vni", edit(func(n *Network) { n.Subnets[0].VNI = 5000 }), true},
+		{"port", edit(func(n *Network) { n.VXLANPort = 4790 }), true},
+		{"vni and port", edit(func(n *Network) { n.Subnets[0].VNI, n.VXLANPort = 5000, 4790 }), true},
+		{"vni and prefix", edit(func(n *Network) { n.Subnets[0].VNI, n.Subnets[0].Prefix = 5000, pfx("192.168.1.0/26") }), false},
+		{"vni and gateway", edit(func(n *Network) { n.Subnets[0].VNI, n.Subnets[0].Gateway = 5000, addr("192.168.0.2") }), false},
+		{"vni and type", edit(func(n *Network) { n.Subnets[0].VNI, n.Type = 5000, "L2Bridge" }), false},
+		{"vni and name", edit(func(n *Network) { n.Subnets[0].VNI, n.Name = 5000, "Calico2" }), false},
+		{"vni unread", edit(func(n *Network) { n.Subnets[0].VNI = 0 }), false}, // unknown, not changed: no replace
+		{"vni, port unread", edit(func(n *Network) { n.Subnets[0].VNI, n.VXLANPort = 5000, 0 }), true},
+		{"absent", nil, false},
+	} {
+		if got := VXLANOnly(tc.have, &w); got != tc.want {
+			t.Errorf("%s: VXLANOnly = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

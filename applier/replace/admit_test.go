@@ -5,19 +5,25 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/replace"
 )
 
 // TestAdmit: a replace asks Admit before it cordons, and again when it
-// resumes; while Admit says wait, Run does nothing and reports its state.
+// resumes, with the network's identity before and after (from the
+// journal once it resumes: a VNI change, VXLAN-only); while Admit says
+// wait, Run does nothing and reports its state.
 func TestAdmit(t *testing.T) {
 	e := newEnv(t)
 	var asked []bool
 	wait := kube.StateRolloutWaiting
 	cfg := e.cfg()
-	cfg.Admit = func(_ context.Context, resumed bool) (kube.NodeState, string, error) {
-		asked = append(asked, resumed)
+	cfg.Admit = func(_ context.Context, a replace.Admission) (kube.NodeState, string, error) {
+		asked = append(asked, a.Resumed)
+		if !hns.VXLANOnly(&a.Have, &a.Want) || a.Have.Subnets[0].VNI != 4096 || a.Want.Subnets[0].VNI != 5000 {
+			t.Errorf("Admit asked about %+v -> %+v; want the VNI change 4096 -> 5000 alone", a.Have, a.Want)
+		}
 		if wait != "" {
 			return wait, "no slot free", nil
 		}

@@ -151,11 +151,12 @@ type Config struct {
 
 	// Admit, if set, is asked before anything is done: before a new
 	// replace (once confirmed) cordons the node, and before a journalled
-	// one resumes, resumed saying which. It answers "" to go on, or the
-	// state to report instead (a rollout slot is not free: rollout-waiting)
-	// with why; Run then returns that state, a nil error and no journal
-	// written. It is the agent's rollout slot (applier/rollout).
-	Admit func(ctx context.Context, resumed bool) (wait kube.NodeState, why string, err error)
+	// one resumes (Admission says which, and what the network goes from
+	// and to). It answers "" to go on, or the state to report instead (a
+	// rollout slot is not free: rollout-waiting) with why; Run then
+	// returns that state, a nil error and no journal written. It is the
+	// agent's rollout slot (applier/rollout).
+	Admit func(ctx context.Context, a Admission) (wait kube.NodeState, why string, err error)
 
 	// OnState is called with each new state, OnEvent with each thing
 	// worth an Event on the Node. Both may be nil.
@@ -166,6 +167,16 @@ type Config struct {
 	// and after it ran (after=true); an error stops Run there, as a crash
 	// would. It is for tests.
 	Hook func(step Step, after bool) error
+}
+
+// Admission is what Config.Admit is asked about: a replace about to start,
+// or a journalled one about to resume, and the network's identity (routes
+// left out) before and after, as HNS held it when the replace began and as
+// the plan wants it. hns.VXLANOnly(&Have, &Want) says the cluster's VXLAN
+// change is its only cause.
+type Admission struct {
+	Resumed    bool
+	Have, Want hns.Network
 }
 
 // Event is one thing a replace did or ran into.
@@ -363,12 +374,13 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 				return r.res, nil
 			}
 		}
-		if wait, err := r.admit(ctx, false); wait != "" || err != nil {
+		from, to := identityOf(have.Network(r.old)), identityOf(&cfg.Want.Network)
+		if wait, err := r.admit(ctx, Admission{Have: from, Want: to}); wait != "" || err != nil {
 			return r.res, err
 		}
 		now := cfg.Now()
 		r.j = &Journal{Version: JournalVersion, PlanDigest: cfg.PlanDigest, Reason: r.res.Reason,
-			Have: identityOf(have.Network(r.old)), Want: identityOf(&cfg.Want.Network), StartedAt: now}
+			Have: from, Want: to, StartedAt: now}
 		if r.oldHost != cfg.Want.HostEndpoint.Name {
 			r.j.HaveHostEndpoint = r.oldHost
 		}
@@ -399,7 +411,7 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 			r.event(step, false, "network %s no longer needs recreating: uncordoning", r.name)
 			step = StepUncordon
 		} else {
-			if wait, err := r.admit(ctx, true); wait != "" || err != nil {
+			if wait, err := r.admit(ctx, Admission{Resumed: true, Have: j.Have, Want: j.Want}); wait != "" || err != nil {
 				return r.res, err
 			}
 			r.event(step, false, "resuming the replace of network %s (%s) at step %s", r.name, j.Reason, step)
@@ -453,11 +465,11 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 }
 
 // admit asks Config.Admit; a state to wait in is set and announced.
-func (r *runner) admit(ctx context.Context, resumed bool) (kube.NodeState, error) {
+func (r *runner) admit(ctx context.Context, a Admission) (kube.NodeState, error) {
 	if r.cfg.Admit == nil {
 		return "", nil
 	}
-	wait, why, err := r.cfg.Admit(ctx, resumed)
+	wait, why, err := r.cfg.Admit(ctx, a)
 	if err != nil {
 		return "", fmt.Errorf("replace network %s (%s): %w; nothing was done", r.name, r.res.Reason, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
@@ -14,6 +15,7 @@ import (
 	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/intent"
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/compiler/vxlan"
 )
 
 // build builds dir with opt (compiler.Build) for a command that goes on
@@ -164,13 +166,22 @@ func shortNames(names []string, max int) string {
 func newPlanCmd(g *globalFlags) *cobra.Command {
 	var inventory []string
 	var node string
+	var drain time.Duration
 	cmd := &cobra.Command{
 		Use:   "plan DIR",
 		Short: "Print the HNS plan of each Windows node (a dry run)",
 		Long: `plan compiles the intent in DIR and prints what each Windows node's HNS will hold,
 grouped like Get-HnsNetwork. With --inventory it also renders the nodes' pod endpoints
 and fills in what only the live cluster knows (tunnel MACs, Linux nodes' blocks, DNS).
-Findings go to stderr.`,
+Findings go to stderr.
+
+When the inventory's live FelixConfiguration default (or, with flannel-vxlan, the
+Nodes' flannel backend annotations) has another VXLAN VNI or port than the intent, the
+text output starts with that change, as diff shows it: the Linux side and the window
+during which nodes on the old and the new values cannot reach each other (estimated
+with --drain-time); the warning vxlan-vni-change says it on stderr whatever the output.`,
+		Example: `  hnsplan plan examples/calico-vxlan --node win-1
+  hnsplan plan examples/calico-vxlan --inventory live.yaml -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.checkOutput(cmd, "text", "json", "yaml"); err != nil {
@@ -196,6 +207,17 @@ Findings go to stderr.`,
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
+			if ch, src := vxlan.LiveChange(c.Intent, vxlan.Options{Drain: drain}); ch != nil && g.output == "text" {
+				w, pos := cmd.OutOrStdout(), src.VNIPos
+				if ch.VNI == nil {
+					pos = src.PortPos
+				}
+				fmt.Fprintf(w, "The live cluster is not on the intent's VXLAN %s (%s, %s): applying these plans is this change:\n", ch.Values(), src.What, pos)
+				for _, l := range ch.Lines() {
+					fmt.Fprintln(w, l)
+				}
+				fmt.Fprintln(w)
+			}
 			if err := printPlans(cmd.OutOrStdout(), g.output, plans, files); err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
@@ -204,6 +226,7 @@ Findings go to stderr.`,
 	}
 	cmd.Flags().StringArrayVar(&inventory, "inventory", nil, "live-state file (kubectl get ... -o yaml); repeatable")
 	cmd.Flags().StringVar(&node, "node", "", "print only this node's plan")
+	cmd.Flags().DurationVar(&drain, "drain-time", vxlan.DefaultDrain, "how long a Windows node's pods take to leave (their terminationGracePeriodSeconds): the window of a VXLAN VNI or port change the inventory shows is estimated from it")
 	g.outputFlag(cmd, "text", "json", "yaml")
 	return cmd
 }

@@ -12,20 +12,25 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/access"
+	"github.com/hnsplan/hnsplan/compiler/check"
 	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/diff"
+	"github.com/hnsplan/hnsplan/compiler/intent"
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/compiler/vxlan"
 )
 
 func newDiffCmd(g *globalFlags) *cobra.Command {
 	var inventory []string
 	var base string
 	var detailed, withAccess bool
+	var drain time.Duration
 	cmd := &cobra.Command{
 		Use:   "diff BASE HEAD | diff --base GIT-REF DIR",
 		Short: "Show what a change does to the Windows nodes' HNS: replaces (drains), routes, reprogrammed endpoints",
@@ -50,6 +55,14 @@ matrix does; only endpoints whose ACL lists or deciding policies changed are eva
 The ports probed are those the changed policies' rules name and each destination's
 container ports. --access=false leaves it out.
 
+A change of the cluster's VXLAN VNI or port is said once, before the nodes: what changes
+on the Linux nodes and how to apply it (Calico: a merge patch of FelixConfiguration
+default; flannel: net-conf.json and a restart of its DaemonSets), which pods are cut off
+from which while some nodes have switched and others not, and for how long: the Windows
+nodes' rollout waves, ceil(N/maxUnavailable), each estimated as a --drain-time drain
+(default 30s), 10s to recreate the network and 10s for the next node to find a slot.
+With intents on both sides it is also the warning vxlan-vni-change, at the head's setting.
+
 An intent that does not exist on one side is an intent added or removed. With --base,
 DIR absent at GIT-REF (git's tree there has no such path) shows every node created, and
 DIR absent from the work tree but present at GIT-REF shows every node removed. In the
@@ -61,6 +74,8 @@ diff says when a side was absent.
 
 -o text (Terraform's symbols), markdown (for a pull-request comment, capped at 65,000
 characters) or json. --detailed-exitcode: 0 no changes, 2 changes, 1 error.`,
+		Example: `  hnsplan diff --base origin/main cluster -o markdown --detailed-exitcode
+  hnsplan diff base head --inventory live.yaml --drain-time 2m`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if base != "" {
 				return cobra.ExactArgs(1)(cmd, args)
@@ -91,7 +106,16 @@ characters) or json. --detailed-exitcode: 0 no changes, 2 changes, 1 error.`,
 				return err
 			}
 			bc, hc := built[0], built[1]
-			res := diff.PlansWith(plans[0], plans[1], diff.Options{BaseDir: bs.display, HeadDir: hs.display})
+			opt := diff.Options{BaseDir: bs.display, HeadDir: hs.display, Drain: drain}
+			if bc != nil && hc != nil {
+				b, h := vxlan.FromIntent(bc.Intent.Cluster), vxlan.FromIntent(hc.Intent.Cluster)
+				opt.Base, opt.Head = &b, &h
+			}
+			res := diff.PlansWith(plans[0], plans[1], opt)
+			var vxlanErr error
+			if hc != nil {
+				vxlanErr = g.reportVXLANChange(cmd, hs.name, hc, res.VXLAN)
+			}
 			for _, s := range []side{bs, hs} {
 				if s.note != "" {
 					res.Notes = append(res.Notes, s.note)
@@ -121,6 +145,9 @@ characters) or json. --detailed-exitcode: 0 no changes, 2 changes, 1 error.`,
 			if err != nil {
 				return &exitError{code: exitInvalid, err: err}
 			}
+			if vxlanErr != nil {
+				return vxlanErr
+			}
 			if detailed && res.HasChanges() {
 				return &exitError{code: exitChanges}
 			}
@@ -131,8 +158,24 @@ characters) or json. --detailed-exitcode: 0 no changes, 2 changes, 1 error.`,
 	cmd.Flags().StringArrayVar(&inventory, "inventory", nil, "live-state file: adds drained pods and reprogrammed endpoints; repeatable")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 0 without changes, 2 with changes, 1 on error")
 	cmd.Flags().BoolVar(&withAccess, "access", true, "with --inventory: show who gains or loses access (the access delta)")
+	cmd.Flags().DurationVar(&drain, "drain-time", vxlan.DefaultDrain, "how long a Windows node's pods take to leave (their terminationGracePeriodSeconds): the window of a VXLAN VNI or port change is estimated from it")
 	g.outputFlag(cmd, "text", "json", "markdown")
 	return cmd
+}
+
+// reportVXLANChange reports rule vxlan-vni-change for ch, the change of
+// the cluster's VXLAN identity, on stderr with the build's findings;
+// exit 1 if head's cluster.constraints make it an error.
+func (g *globalFlags) reportVXLANChange(cmd *cobra.Command, name string, head *compiler.Result, ch *vxlan.Change) error {
+	rules, err := intent.Catalog()
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	f := check.VXLANChange(head.Intent, ch, check.NewCatalog(rules))
+	if len(f) == 0 {
+		return nil
+	}
+	return g.stderrReporter(cmd).report(name, head, f)
 }
 
 // side is one side of a diff: a directory, or nothing (absent) when the

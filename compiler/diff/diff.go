@@ -16,9 +16,11 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/hnsplan/hnsplan/compiler/access"
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/compiler/vxlan"
 )
 
 // Action is what a change does: plan.Action, the vocabulary the agent's
@@ -51,6 +53,23 @@ const (
 	ReasonOwner        = "network-owner-changed" // hnsplan's network becomes a CNI's, or the reverse
 	ReasonMatch        = "network-match-changed" // a policy-only plan's networks, owner or node address
 )
+
+// Options are what a diff knows besides the plans.
+type Options struct {
+	// BaseDir and HeadDir say where each side's intent is, so that the
+	// policies' source positions (relative to their intent directory)
+	// read as paths from the working directory. Empty: left as the plans
+	// carry them.
+	BaseDir, HeadDir string
+	// Base and Head are the two sides' VXLAN identities as their intents
+	// give them (vxlan.FromIntent): with node counts, Linux nodes and
+	// rollout groups, and for a network hnsplan does not own (flanneld's)
+	// the only word on it. nil: what the plans give (vxlan.FromPlans).
+	Base, Head *vxlan.Side
+	// Drain is how long a node's pods take to leave, for the window of a
+	// VXLAN change (vxlan.DefaultDrain when zero).
+	Drain time.Duration
+}
 
 // Change is one change to one node's HNS state.
 type Change struct {
@@ -98,6 +117,10 @@ type Result struct {
 	// diff had an inventory and both sides' intents (access.Diff); nil
 	// when it was not computed.
 	Access *access.Delta `json:"-"`
+	// VXLAN is the change of the cluster's VXLAN VNI or port, beyond the
+	// Windows networks' replaces: the Linux side, the node pairs cut off
+	// and for how long; nil when neither changes.
+	VXLAN *vxlan.Change `json:"-"`
 }
 
 // Summary counts a result the way its closing line says it.
@@ -133,8 +156,9 @@ func (r *Result) Summarize() Summary {
 	return s
 }
 
-// HasChanges reports whether anything changes.
-func (r *Result) HasChanges() bool { return len(r.Changes) > 0 }
+// HasChanges reports whether anything changes: a plan, or the cluster's
+// VXLAN identity (which flanneld's plans do not show).
+func (r *Result) HasChanges() bool { return len(r.Changes) > 0 || r.VXLAN != nil }
 
 // Plans compares base with head, each a set of plans (by node).
 func Plans(base, head []*plan.NodePlan) *Result { return PlansWith(base, head, Options{}) }
@@ -177,6 +201,7 @@ func PlansWith(base, head []*plan.NodePlan, opt Options) *Result {
 			res.Changes = append(res.Changes, d.node(bp, hp)...)
 		}
 	}
+	res.VXLAN = vxlanChange(base, head, res.Changes, opt)
 	return res
 }
 

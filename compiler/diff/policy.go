@@ -27,13 +27,6 @@ type PolicyChange struct {
 	Fields []Detail `json:"fields,omitempty"`
 }
 
-// Options says where each side's intent is, so that the policies' source
-// positions (relative to their intent directory) read as paths from the
-// working directory. Empty: left as the plans carry them.
-type Options struct {
-	BaseDir, HeadDir string
-}
-
 func joinSource(dir, src string) string {
 	if dir == "" || src == "" {
 		return src

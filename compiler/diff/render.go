@@ -2,11 +2,12 @@ package diff
 
 import (
 	"encoding/json"
-
 	"fmt"
-	"github.com/hnsplan/hnsplan/compiler/access"
 	"io"
 	"strings"
+
+	"github.com/hnsplan/hnsplan/compiler/access"
+	"github.com/hnsplan/hnsplan/compiler/vxlan"
 )
 
 // SummaryLine is the closing line: "Plan: 1 node to add, 2 nodes to
@@ -15,6 +16,9 @@ import (
 func (r *Result) SummaryLine() string {
 	if !r.HasChanges() {
 		return "No changes. The Windows nodes' HNS plans are the same."
+	}
+	if len(r.Changes) == 0 {
+		return "Plan: no change to the Windows nodes' HNS plans. " + r.VXLAN.Summary() + "."
 	}
 	s := r.Summarize()
 	parts := []string{}
@@ -35,6 +39,9 @@ func (r *Result) SummaryLine() string {
 		parts = append(parts, fmt.Sprintf("%s endpoints to reprogram", thousands(s.EndpointsReprogrammed)))
 	}
 	line := "Plan: " + strings.Join(parts, ", ") + "."
+	if r.VXLAN != nil {
+		line += " " + r.VXLAN.Summary() + "."
+	}
 	if r.Access != nil {
 		denied, allowed := r.accessCounts()
 		line += fmt.Sprintf(" Access: %s newly denied, %d newly allowed.", plural(denied, "connection"), allowed)
@@ -60,6 +67,13 @@ func (r *Result) WriteText(w io.Writer, color bool) error {
 		t.line("  + create   ~ update in place   - destroy   -/+ destroy and recreate (drains the node)")
 		t.line("")
 	}
+	if r.VXLAN != nil {
+		// First: it is what the node-by-node replaces below do not say.
+		for _, l := range r.VXLAN.Lines() {
+			t.line("%s", l)
+		}
+		t.line("")
+	}
 	for i, g := range r.Groups() {
 		if i > 0 {
 			t.line("")
@@ -69,7 +83,7 @@ func (r *Result) WriteText(w io.Writer, color bool) error {
 			t.change(c)
 		}
 	}
-	if r.HasChanges() {
+	if len(r.Changes) > 0 {
 		t.line("")
 	}
 	if r.Access != nil {
@@ -227,6 +241,10 @@ func (r *Result) Markdown() string {
 	if s.NetworksReplaced > 0 {
 		fmt.Fprintf(&b, "> [!WARNING]\n> %s network(s) will be replaced: each replace drains its node before recreating the HNS network.\n\n", thousands(s.NetworksReplaced))
 	}
+	if v := r.VXLAN; v != nil {
+		fmt.Fprintf(&b, "> [!CAUTION]\n> The VXLAN %s changes for every node, Linux and Windows: until all have switched, pods on nodes on different values cannot reach each other across nodes. Change the Linux side too, and mind the window:\n\n<details open><summary>VXLAN: the Linux side and the window</summary>\n\n```text\n%s\n```\n\n</details>\n\n",
+			v.Values(), strings.Join(v.Lines(), "\n"))
+	}
 	if !r.HasChanges() {
 		return b.String()
 	}
@@ -314,8 +332,9 @@ type jsonSummary struct {
 	Line         string `json:"line"`
 }
 
-// WriteJSON writes {"formatVersion":1,"changes":[...],"access":[...],
-// "summary":{...}} (DESIGN §4.3); access only when it was computed.
+// WriteJSON writes {"formatVersion":1,"changes":[...],"vxlanChange":{...},
+// "access":[...],"summary":{...}} (DESIGN §4.3); vxlanChange only when the
+// VNI or port changes, access only when it was computed.
 func (r *Result) WriteJSON(w io.Writer) error {
 	s := r.Summarize()
 	sum := jsonSummary{NodesAdded: s.NodesAdded, NodesChanged: s.NodesChanged, NodesRemoved: s.NodesRemoved,
@@ -337,11 +356,12 @@ func (r *Result) WriteJSON(w io.Writer) error {
 	return enc.Encode(struct {
 		FormatVersion int              `json:"formatVersion"`
 		Changes       []Change         `json:"changes"`
+		VXLAN         *vxlan.Change    `json:"vxlanChange,omitempty"`
 		Access        *[]access.Change `json:"access,omitempty"`
 		AccessInfo    *jsonAccess      `json:"accessProbed,omitempty"`
 		Notes         []string         `json:"notes,omitempty"`
 		Summary       jsonSummary      `json:"summary"`
-	}{FormatVersion, r.Changes, acc, accessInfo, r.Notes, sum})
+	}{FormatVersion, r.Changes, r.VXLAN, acc, accessInfo, r.Notes, sum})
 }
 
 // jsonAccess says what the access delta evaluated.

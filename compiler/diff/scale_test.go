@@ -40,7 +40,9 @@ func vniChange(t testing.TB, s synth.Size) (base, head string) {
 
 // TestVNIChangeGroups: the diff of a 1,000-node VNI change (every network
 // replaced, every route rewritten) is one change on 1,000 nodes, its
-// routes one line, and its markdown far under the comment cap.
+// routes one line, the cluster's VXLAN change said once with its window
+// (1,000 waves at maxUnavailable 1), and its markdown far under the
+// comment cap.
 func TestVNIChangeGroups(t *testing.T) {
 	base, head := vniChange(t, synth.Benchmark)
 	res := diff.Plans(compileDir(t, base), compileDir(t, head))
@@ -60,7 +62,9 @@ func TestVNIChangeGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"**Plan: 1,000 nodes to change, 1,000 networks to replace.**",
+		"**Plan: 1,000 nodes to change, 1,000 networks to replace. VXLAN VNI 4096 -> 4097: pods on nodes on different VNIs cannot reach each other across nodes for 1,000 waves of the Windows nodes' rollout, about 13h53m20s.**",
+		"> [!CAUTION]",
+		`FelixConfiguration "default" spec.vxlanVNI 4096 -> 4097`,
 		"<details><summary>the same change on 1,000 nodes: <code>win-0000</code> … <code>win-0999</code>: -/+ network, ~ remoteSubnetRoutes</summary>",
 		"drain of each of the 1,000 nodes",
 		"~ VSID 4096 -> 4097 on every route both route tables hold",
@@ -69,7 +73,8 @@ func TestVNIChangeGroups(t *testing.T) {
 			t.Errorf("markdown lacks %q", want)
 		}
 	}
-	for _, want := range []string{"# the same change on 1,000 nodes: win-0000 … win-0999\n", "~ VSID 4096 -> 4097 on every route both route tables hold\n"} {
+	for _, want := range []string{"# the same change on 1,000 nodes: win-0000 … win-0999\n", "~ VSID 4096 -> 4097 on every route both route tables hold\n",
+		"Windows nodes (hnsplan, 1,000): each drains and recreates its network, 1 at a time (maxUnavailable 1): 1,000 waves\n"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q", want)
 		}

@@ -55,6 +55,7 @@ type wireCluster struct {
 		Rollout                       *struct {
 			MaxUnavailable any    `json:"maxUnavailable"` // a count or "40%"
 			Order          string `json:"order"`
+			VXLANChange    string `json:"vxlanChange"`
 		} `json:"rollout"`
 	} `json:"windows"`
 	Pools map[string]struct {
@@ -170,7 +171,7 @@ func decodeCluster(data []byte, src *source, errs *diag.List, partial bool) *Clu
 		VXLANMACPrefix: cmp.Or(strings.ToUpper(wc.Windows.VXLANMACPrefix), DefaultVXLANMACPrefix),
 	}
 	if r := wc.Windows.Rollout; r != nil {
-		c.Windows.Rollout = &Rollout{MaxUnavailable: fmt.Sprint(r.MaxUnavailable), Order: r.Order}
+		c.Windows.Rollout = &Rollout{MaxUnavailable: fmt.Sprint(r.MaxUnavailable), Order: r.Order, VXLANChange: r.VXLANChange}
 	}
 	c.Windows.NetworkOwner = wc.Windows.NetworkOwner
 	c.Windows.NetworkMatch, c.Windows.NetworkMatchSet = wc.Windows.NetworkMatch, wc.Windows.NetworkMatch != nil

@@ -130,6 +130,9 @@ type Windows struct {
 type Rollout struct {
 	MaxUnavailable string // a count ("1") or a percentage ("40%")
 	Order          string // a node label key; "" for no order
+	// VXLANChange is the pace of a replace caused by the VXLAN VNI or port
+	// alone: plan.VXLANRolling (the default) or plan.VXLANAllAtOnce.
+	VXLANChange string
 }
 
 // KubeProxy holds the kube-proxy settings of the Windows nodes.

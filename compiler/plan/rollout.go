@@ -19,7 +19,22 @@ type Rollout struct {
 	// nodes replace in groups by its value, in sorted order, one group
 	// after another; a node without the label goes last.
 	Order string `json:"order,omitempty"`
+	// VXLANChange is the pace of a replace whose only cause is the
+	// cluster's VXLAN identity (the VNI, the UDP port): VXLANAllAtOnce
+	// lets every Windows node take a slot at once, whatever MaxUnavailable
+	// and Order say, so that nodes on the old and on the new values cannot
+	// reach each other for one wave instead of one per slot; empty (or
+	// VXLANRolling) keeps MaxUnavailable's pace. Any other change of the
+	// network keeps MaxUnavailable's pace whatever this says. Readers
+	// before it ignore it, and roll: the slower pace, never a faster one.
+	VXLANChange string `json:"vxlanChange,omitempty"`
 }
+
+// Rollout.VXLANChange values.
+const (
+	VXLANRolling   = "rolling"
+	VXLANAllAtOnce = "all-at-once"
+)
 
 // DefaultMaxUnavailable is Rollout.MaxUnavailable's default: one node at a
 // time.
@@ -35,6 +50,30 @@ func (r *Rollout) Slots(nodes int) (int, error) {
 		spec = r.MaxUnavailable
 	}
 	return maxUnavailable(spec, nodes)
+}
+
+// AllAtOnce reports whether a replace caused by the VXLAN identity alone
+// may take a slot whatever the others hold (VXLANChange all-at-once).
+func (r *Rollout) AllAtOnce() bool { return r != nil && r.VXLANChange == VXLANAllAtOnce }
+
+// Waves is how many turns nodes take to replace their networks one slot
+// each under r, as the agents pace them: ⌈nodes/Slots(nodes)⌉, every node
+// in one wave when vxlanOnly (the replace's only cause is the VXLAN
+// identity) and r is AllAtOnce; 0 for no node. It does not count
+// rollout.order's groups, which can only add waves (a group that fills
+// no wave leaves its slots free until it is done).
+func (r *Rollout) Waves(nodes int, vxlanOnly bool) (int, error) {
+	if nodes <= 0 {
+		return 0, nil
+	}
+	if vxlanOnly && r.AllAtOnce() {
+		return 1, nil
+	}
+	k, err := r.Slots(nodes)
+	if err != nil {
+		return 0, err
+	}
+	return (nodes + k - 1) / k, nil
 }
 
 func maxUnavailable(spec string, nodes int) (int, error) {

@@ -37,3 +37,35 @@ func TestRolloutSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestRolloutWaves: ⌈n/k⌉ turns at MaxUnavailable's pace, percentages
+// rounded as Slots rounds them; one turn for a VXLAN-only change under
+// all-at-once, and only for that.
+func TestRolloutWaves(t *testing.T) {
+	all := &Rollout{MaxUnavailable: "2", VXLANChange: VXLANAllAtOnce}
+	for _, tc := range []struct {
+		r         *Rollout
+		nodes     int
+		vxlanOnly bool
+		want      int
+	}{
+		{nil, 3, true, 3},
+		{nil, 0, true, 0},
+		{&Rollout{MaxUnavailable: "2"}, 5, true, 3},
+		{&Rollout{MaxUnavailable: "40%"}, 5, true, 3}, // 2 slots
+		{&Rollout{MaxUnavailable: "40%"}, 4, true, 4}, // 1.6 rounds down: 1 slot
+		{&Rollout{MaxUnavailable: "100%"}, 7, false, 1},
+		{&Rollout{MaxUnavailable: "10"}, 7, false, 1},
+		{all, 7, true, 1},
+		{all, 7, false, 4}, // another cause: MaxUnavailable's pace
+		{&Rollout{VXLANChange: VXLANRolling}, 7, true, 7},
+	} {
+		got, err := tc.r.Waves(tc.nodes, tc.vxlanOnly)
+		if err != nil || got != tc.want {
+			t.Errorf("%+v.Waves(%d, %v) = %d, %v; want %d", tc.r, tc.nodes, tc.vxlanOnly, got, err, tc.want)
+		}
+	}
+	if _, err := (&Rollout{MaxUnavailable: "0"}).Waves(3, false); err == nil {
+		t.Error("Waves with maxUnavailable 0: no error")
+	}
+}

@@ -154,6 +154,11 @@ func (v *validator) plan(p *NodePlan) {
 			v.bad("rollout.order", "%q: want a Kubernetes label key", r.Order)
 		}
 		v.str("rollout.order", r.Order, 317)
+		switch r.VXLANChange {
+		case "", VXLANRolling, VXLANAllAtOnce:
+		default:
+			v.bad("rollout.vxlanChange", "%q: want %q or %q", r.VXLANChange, VXLANRolling, VXLANAllAtOnce)
+		}
 	}
 	if p.PolicyOnly != nil {
 		v.policyOnlyPlan(p)
