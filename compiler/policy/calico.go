@@ -212,6 +212,49 @@ func (c *compiler) calicoRule(cp *intent.CalicoPolicy, ns, id string, i int, ing
 	return rulesOut, true
 }
 
+// hostEndpointPeers handles a side whose selectors reach HostEndpoints of
+// the intent. Calico resolves a rule's selector and notSelector to every
+// endpoint they select, host endpoints included (a global policy's, or
+// with namespaceSelector global()); hnsplan resolves them to pods only.
+// An Allow is then narrower here (fail closed: an info); a Deny or Pass
+// would miss the host's addresses (fail open): an error, and refused says
+// so.
+func (c *compiler) hostEndpointPeers(cp *intent.CalicoPolicy, e *intent.EntityRule, allow bool, pos diag.Pos, path string) (refused bool) {
+	if len(c.heps) == 0 || e.Selector == "" && e.NotSelector == "" || e.ServiceAccounts != nil || e.Services != nil {
+		return false // no endpoint selector, or one only pods satisfy
+	}
+	switch nsSel := strings.TrimSpace(e.NamespaceSelector); {
+	case nsSel == "global()":
+	case nsSel != "" || !cp.Global:
+		return false // namespaced endpoints only
+	}
+	sel, err1 := selector.Parse(cmp.Or(e.Selector, "all()"))
+	not, err2 := selector.Parse(cmp.Or(e.NotSelector, "!all()"))
+	if err1 != nil || err2 != nil {
+		return false // reported by the caller
+	}
+	var hit []diag.Related
+	var names []string
+	for _, h := range c.heps {
+		if sel.Evaluate(h.Labels) && !not.Evaluate(h.Labels) {
+			hit = append(hit, diag.At(h.Source.Pos, "HostEndpoint %s", h.Name))
+			names = append(names, h.Name)
+		}
+	}
+	if len(hit) == 0 {
+		return false
+	}
+	if allow {
+		c.reportRel(RuleHostEndpoint, pos, path, hit,
+			"the rule's selectors also select HostEndpoint %s, whose addresses Calico allows here and hnsplan, which resolves selectors to pods, does not: this Allow is narrower on Windows (fail closed)", strings.Join(names, ", "))
+		return false
+	}
+	c.findings.Add(diag.Finding{Rule: RuleHostEndpoint, Severity: diag.Error, Pos: pos, Path: path,
+		Message: fmt.Sprintf("the rule's selectors also select HostEndpoint %s: Calico applies this Deny or Pass to the host's addresses too, and hnsplan, which resolves selectors to pods, would miss them (fail open); give the host's addresses as nets in a rule of their own, or narrow the selectors so they select no HostEndpoint", strings.Join(names, ", ")),
+	}.Relate(hit...))
+	return true
+}
+
 func icmpTyped(f *intent.ICMPFields) bool { return f != nil && (f.Type != nil || f.Code != nil) }
 
 func (c *compiler) protocol(p intent.Protocol, pos diag.Pos, path string) (int, bool) {
@@ -368,6 +411,13 @@ func (c *compiler) entity(cp *intent.CalicoPolicy, ns string, e *intent.EntityRu
 		m.NotSelector = e.NotSelector
 		c.report("policy-negated-match", at(side, "notSelector"), sidePath("notSelector"),
 			"notSelector is rendered per endpoint as the addresses of every pod it does not select")
+	}
+	selField := "selector"
+	if e.Selector == "" {
+		selField = "notSelector"
+	}
+	if refused := c.hostEndpointPeers(cp, e, allow, at(side, selField), sidePath(selField)); refused {
+		return m, false, false
 	}
 	// Ports: numeric and named, minus notPorts.
 	if len(e.Ports) > 0 || len(svcPorts) > 0 || len(svcNamed) > 0 {

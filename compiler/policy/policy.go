@@ -36,7 +36,7 @@ type Severities func(rule string) diag.Severity
 // Compile compiles the manifests' policies. Services are needed to resolve
 // Calico `services` matches.
 func Compile(m *intent.Manifests, services []intent.Service, sev Severities) (*plan.Program, diag.List) {
-	c := &compiler{sev: sev, services: services}
+	c := &compiler{sev: sev, services: services, heps: m.HostEndpoints}
 	type entry struct {
 		tier    string
 		tierPos diag.Pos // where the tier is named, if it is
@@ -116,6 +116,9 @@ func Compile(m *intent.Manifests, services []intent.Service, sev Severities) (*p
 type compiler struct {
 	sev      Severities
 	services []intent.Service
+	// heps are the intent's HostEndpoints: rule selectors may reach
+	// them in Calico (see hostEndpointPeers).
+	heps     []intent.HostEndpoint
 	findings diag.List
 }
 
