@@ -211,10 +211,14 @@ func prefixList(ps []netip.Prefix) string { return fmt.Sprint(ps) }
 // requireStrictAffinity reports a strictAffinity given neither in CUE nor
 // by an IPAMConfiguration of the intent: it has no safe default. A
 // cluster whose Windows network a CNI owns needs none: the CNI gives the
-// Windows pods their addresses.
-func requireStrictAffinity(user cue.Value, src *source, cfg *CalicoConfig, errs *diag.List) {
+// Windows pods their addresses. c is the merged cluster (nil when the CUE
+// did not decode).
+func requireStrictAffinity(user cue.Value, src *source, cfg *CalicoConfig, c *Cluster, errs *diag.List) {
 	if !user.Exists() || !user.LookupPath(cue.ParsePath("cluster")).Exists() || userPolicyOnly(user) {
 		return
+	}
+	if c != nil && c.PolicyOnly() {
+		return // the operator's Installation made it so (its provider)
 	}
 	for _, r := range cfg.IPAMConfigs {
 		if r.Spec.StrictAffinity != nil {

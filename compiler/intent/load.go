@@ -92,10 +92,10 @@ func Load(dir string, opts Options) (*Intent, diag.List, error) {
 	}
 	loadManifests(dir, files, &in.Manifests, &errs)
 	// The Calico resources of the intent set the cluster's settings too.
-	requireStrictAffinity(res.user, &source{user: res.user, rel: rel}, &in.Manifests.Calico, &errs)
 	if in.Cluster != nil {
 		mergeCalico(in.Cluster, &in.Manifests.Calico, &errs)
 	}
+	requireStrictAffinity(res.user, &source{user: res.user, rel: rel}, &in.Manifests.Calico, in.Cluster, &errs)
 	requirePoolCIDRs(res.user, &source{user: res.user, rel: rel}, &in.Manifests.Calico, in.Cluster, &errs)
 	requireServiceCIDRs(in.Cluster, &errs)
 	in.Lock = readLock(dir, files, &errs)
