@@ -206,18 +206,10 @@ func (m *HNS) Features(ctx context.Context) (hns.Features, error) {
 // as the three enumerations hcsshim makes (ListNetworks, ListEndpoints,
 // ListLoadBalancers; hcsshim-hns.md §3 "Lifecycle API").
 func (m *HNS) Snapshot(ctx context.Context) (*hns.State, error) {
-	err := wait(ctx, m.latency())
-	m.mu.Lock()
+	err := m.enumerate(ctx, "hcnEnumerateNetworks", "hcnEnumerateEndpoints", "hcnEnumerateLoadBalancers")
 	defer m.mu.Unlock()
-	if err == nil && !m.cfg.features.V2API {
-		err = unsupported("hcnEnumerateNetworks")
-	}
 	if err != nil {
-		m.calls = append(m.calls, Call{Method: "hcnEnumerateNetworks", Err: err})
 		return nil, err
-	}
-	for _, meth := range []string{"hcnEnumerateNetworks", "hcnEnumerateEndpoints", "hcnEnumerateLoadBalancers"} {
-		m.calls = append(m.calls, Call{Method: meth})
 	}
 	s := cloneState(&m.st)
 	m.cfg.quirks.readBack(s)
@@ -229,20 +221,33 @@ func (m *HNS) Snapshot(ctx context.Context) (*hns.State, error) {
 // (quirks applied): the reads hnswin's Endpoints makes, recorded as
 // hcnEnumerateNetworks and hcnEnumerateEndpoints.
 func (m *HNS) Endpoints(ctx context.Context) ([]hns.Endpoint, error) {
-	err := wait(ctx, m.latency())
-	m.mu.Lock()
+	err := m.enumerate(ctx, "hcnEnumerateNetworks", "hcnEnumerateEndpoints")
 	defer m.mu.Unlock()
-	if err == nil && !m.cfg.features.V2API {
-		err = unsupported("hcnEnumerateNetworks")
-	}
 	if err != nil {
-		m.calls = append(m.calls, Call{Method: "hcnEnumerateNetworks", Err: err})
 		return nil, err
 	}
-	m.calls = append(m.calls, Call{Method: "hcnEnumerateNetworks"}, Call{Method: "hcnEnumerateEndpoints"})
 	s := cloneState(&hns.State{Networks: m.st.Networks, Endpoints: m.st.Endpoints})
 	m.cfg.quirks.readBack(s)
 	return s.Endpoints, nil
+}
+
+// enumerate is the start of a read: HNS's latency, then the enumerations
+// methods, recorded (the first failing, without the v2 API). It returns
+// with m.mu held; the caller unlocks.
+func (m *HNS) enumerate(ctx context.Context, methods ...string) error {
+	err := wait(ctx, m.latency())
+	m.mu.Lock()
+	if err == nil && !m.cfg.features.V2API {
+		err = unsupported(methods[0])
+	}
+	if err != nil {
+		m.calls = append(m.calls, Call{Method: methods[0], Err: err})
+		return err
+	}
+	for _, meth := range methods {
+		m.calls = append(m.calls, Call{Method: meth})
+	}
+	return nil
 }
 
 // Held returns a deep copy of what the model holds, before any read-side
