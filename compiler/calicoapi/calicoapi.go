@@ -181,7 +181,7 @@ func (n *Node) check(v *yaml.Node, path string, out *[]Problem) {
 		return
 	case "object":
 		if v.Kind != yaml.MappingNode {
-			bad("expected an object, found %s", describe(v))
+			bad("expected an object, found %s", Describe(v))
 			return
 		}
 		for i := 0; i+1 < len(v.Content); i += 2 {
@@ -199,7 +199,7 @@ func (n *Node) check(v *yaml.Node, path string, out *[]Problem) {
 		return
 	case "array":
 		if v.Kind != yaml.SequenceNode {
-			bad("expected a list, found %s", describe(v))
+			bad("expected a list, found %s", Describe(v))
 			return
 		}
 		if n.MinItems != nil && len(v.Content) < *n.MinItems {
@@ -216,33 +216,33 @@ func (n *Node) check(v *yaml.Node, path string, out *[]Problem) {
 		return
 	}
 	if v.Kind != yaml.ScalarNode {
-		bad("expected %s, found %s", article(n.Type), describe(v))
+		bad("expected %s, found %s", article(n.Type), Describe(v))
 		return
 	}
 	switch n.Type {
 	case "string":
 		if v.Tag != "!!str" {
-			bad("expected a string, found %s (quote it)", describe(v))
+			bad("expected a string, found %s (quote it)", Describe(v))
 			return
 		}
 	case "boolean":
 		if v.Tag != "!!bool" {
-			bad("expected true or false, found %s", describe(v))
+			bad("expected true or false, found %s", Describe(v))
 			return
 		}
 	case "integer":
 		if v.Tag != "!!int" {
-			bad("expected an integer, found %s", describe(v))
+			bad("expected an integer, found %s", Describe(v))
 			return
 		}
 	case "number":
 		if v.Tag != "!!int" && v.Tag != "!!float" {
-			bad("expected a number, found %s", describe(v))
+			bad("expected a number, found %s", Describe(v))
 			return
 		}
 	case "int-or-string":
 		if v.Tag != "!!int" && v.Tag != "!!str" {
-			bad("expected an integer or a string, found %s", describe(v))
+			bad("expected an integer or a string, found %s", Describe(v))
 			return
 		}
 	}
@@ -251,11 +251,11 @@ func (n *Node) check(v *yaml.Node, path string, out *[]Problem) {
 		for _, e := range n.Enum {
 			opts = append(opts, fmt.Sprint(e))
 		}
-		bad("must be one of %s, not %q", strings.Join(opts, ", "), v.Value)
+		bad("must be one of %s, not %s", strings.Join(opts, ", "), diag.Excerpt(v.Value))
 		return
 	}
 	if n.re != nil && v.Tag == "!!str" && !n.re.MatchString(v.Value) {
-		bad("%q does not match Calico's pattern %s", v.Value, n.Pattern)
+		bad("%s does not match Calico's pattern %s", diag.Excerpt(v.Value), n.Pattern)
 	}
 	if v.Tag == "!!int" || v.Tag == "!!float" {
 		f, err := strconv.ParseFloat(strings.ReplaceAll(v.Value, "_", ""), 64)
@@ -266,13 +266,13 @@ func (n *Node) check(v *yaml.Node, path string, out *[]Problem) {
 		}
 		switch {
 		case err != nil:
-			bad("%s is not a number", v.Value)
+			bad("%s is not a number", Describe(v))
 		case n.Min != nil && f < *n.Min:
-			bad("%s is below the minimum %s", v.Value, num(*n.Min))
+			bad("%s is below the minimum %s", Describe(v), num(*n.Min))
 		case n.Max != nil && f > *n.Max:
-			bad("%s is above the maximum %s", v.Value, num(*n.Max))
+			bad("%s is above the maximum %s", Describe(v), num(*n.Max))
 		case n.Format == "int32" && (f < math.MinInt32 || f > math.MaxInt32):
-			bad("%s is not a 32-bit integer", v.Value)
+			bad("%s is not a 32-bit integer", Describe(v))
 		}
 	}
 	if v.Tag == "!!str" {
@@ -287,7 +287,7 @@ func (n *Node) check(v *yaml.Node, path string, out *[]Problem) {
 // unknown says that name is not a field of n, with the nearest field's
 // name when the two differ by a slip of the keyboard.
 func (n *Node) unknown(name string) string {
-	msg := fmt.Sprintf("unknown field %q: not a field of Calico's API (%s)", name, Versions)
+	msg := fmt.Sprintf("unknown field %s: not a field of Calico's API (%s)", diag.Excerpt(name), Versions)
 	if near := n.Nearest(name); near != "" {
 		msg += fmt.Sprintf("; did you mean %q?", near)
 	}
@@ -325,21 +325,26 @@ func article(t string) string {
 	return "a " + t
 }
 
-// describe names what a YAML node is, for messages.
-func describe(n *yaml.Node) string {
+// Describe names what a YAML value is, for messages: "an object", "a
+// list", a string quoted, a number or bool as written; bounded
+// (diag.Excerpt), since the value is the user's.
+func Describe(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
 		return "an object"
 	case yaml.SequenceNode:
 		return "a list"
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!str":
+			return diag.Excerpt(n.Value)
+		case "!!null":
+			return "null"
+		}
+		if len(n.Value) <= diag.MaxExcerpt {
+			return n.Value // a number or a bool, as written
+		}
+		return diag.Excerpt(n.Value)
 	}
-	switch n.Tag {
-	case "!!str":
-		return fmt.Sprintf("the string %q", n.Value)
-	case "!!int", "!!float":
-		return "the number " + n.Value
-	case "!!bool":
-		return n.Value
-	}
-	return n.Value
+	return "a YAML " + diag.Excerpt(n.Tag)
 }

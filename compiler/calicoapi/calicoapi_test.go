@@ -59,8 +59,8 @@ func TestCheck(t *testing.T) {
 		want       []string // "line:col path: message" (a part of it)
 	}{
 		{"FelixConfiguration", "bpfEnabled: true\nlogSeverityScreen: Debug\nbpfLogFilters: {all: 'tcp port 80'}\nkubeNodePortRanges: [30000, '30000:32767']\nbpfConntrackTimeouts: {tcpEstablished: 1h}\n", nil},
-		{"FelixConfiguration", "bpfEnabled: yes please", []string{`1:13 spec.bpfEnabled: expected true or false, found the string "yes please"`}},
-		{"FelixConfiguration", "healthPort: '9099'", []string{`1:13 spec.healthPort: expected an integer, found the string "9099"`}},
+		{"FelixConfiguration", "bpfEnabled: yes please", []string{`1:13 spec.bpfEnabled: expected true or false, found "yes please"`}},
+		{"FelixConfiguration", "healthPort: '9099'", []string{`1:13 spec.healthPort: expected an integer, found "9099"`}},
 		{"FelixConfiguration", "bpfLogLevel: Loud", []string{`1:14 spec.bpfLogLevel: "Loud" does not match Calico's pattern ^(?i)(Off|Info|Debug)?$`}},
 		{"FelixConfiguration", "logActionRateLimitBurst: 10000", []string{"1:26 spec.logActionRateLimitBurst: 10000 is above the maximum 9999"}},
 		{"FelixConfiguration", "nftablesMode: Sometimes", []string{`1:15 spec.nftablesMode: must be one of Disabled, Enabled, Auto, not "Sometimes"`}},
@@ -93,6 +93,25 @@ func TestCheck(t *testing.T) {
 			if !strings.Contains(got[i], w) {
 				t.Errorf("%s %q: problem %q, want it to contain %q", tc.kind, tc.spec, got[i], w)
 			}
+		}
+	}
+}
+
+// TestCheckBounded: a hostile value is quoted in an excerpt, not whole.
+func TestCheckBounded(t *testing.T) {
+	f, _ := calicoapi.Lookup("FelixConfiguration")
+	long := strings.Repeat("x", 1<<20)
+	for _, doc := range []string{"nftablesMode: " + long, "bpfLogLevel: " + long, "healthPort: " + long, strings.Repeat("k", 1000) + ": 1"} {
+		var n yaml.Node
+		if err := yaml.Unmarshal([]byte(doc), &n); err != nil {
+			t.Fatal(err)
+		}
+		ps := f.Spec.Check(n.Content[0], "spec")
+		if len(ps) != 1 {
+			t.Fatalf("%d problems, want 1", len(ps))
+		}
+		if len(ps[0].Msg) > 400 {
+			t.Errorf("message of %d bytes for a 1 MiB value: %.200s…", len(ps[0].Msg), ps[0].Msg)
 		}
 	}
 }

@@ -40,7 +40,7 @@ func checkCalicoFields(kind string, obj *yaml.Node, model reflect.Type, unknownS
 			w.walk(k.Spec, val, "spec", model)
 		default:
 			d.errs.Add(diag.Finding{Rule: d.rule, Severity: diag.Error, Pos: nodePos(d.file, key), Path: key.Value,
-				Message: fmt.Sprintf("unknown field %q: %s has apiVersion, kind, metadata and spec%s", key.Value, aKind(kind), d.what)})
+				Message: fmt.Sprintf("unknown field %s: %s has apiVersion, kind, metadata and spec%s", diag.Excerpt(key.Value), aKind(kind), d.what)})
 		}
 	}
 }
@@ -88,7 +88,7 @@ func (w *fieldWalker) walk(n *calicoapi.Node, v *yaml.Node, path string, t refle
 			if n.Open || n.Map != nil {
 				continue
 			}
-			msg := fmt.Sprintf("unknown field %q: %s has no such field in Calico's API (%s)", key.Value, w.where(path), calicoapi.Versions)
+			msg := fmt.Sprintf("unknown field %s: %s has no such field in Calico's API (%s)", diag.Excerpt(key.Value), w.where(path), calicoapi.Versions)
 			if near := n.Nearest(key.Value); near != "" {
 				msg += fmt.Sprintf("; did you mean %q?", near)
 			}

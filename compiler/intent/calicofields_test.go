@@ -134,7 +134,7 @@ func TestEveryCalicoFieldLoads(t *testing.T) {
 func TestCalicoFieldErrors(t *testing.T) {
 	for _, tc := range []struct{ doc, want string }{
 		{"kind: FelixConfiguration\nmetadata: {name: default}\nspec:\n  bpfEnabled: maybe\n",
-			`full.yaml:5:15: error[manifest]: spec.bpfEnabled: expected true or false, found the string "maybe" (Calico's API server refuses it) (document 1)`},
+			`full.yaml:5:15: error[manifest]: spec.bpfEnabled: expected true or false, found "maybe" (Calico's API server refuses it) (document 1)`},
 		{"kind: FelixConfiguration\nmetadata: {name: default}\nspec:\n  vxlanVni: 4097\n",
 			`full.yaml:5:3: error[manifest]: spec.vxlanVni: unknown field "vxlanVni": a FelixConfiguration's spec has no such field in Calico's API (Calico v3.28 to v3.32); did you mean "vxlanVNI"? (document 1)`},
 		{"kind: FelixConfiguration\nmetadata: {name: default}\nspec:\n  vxlanVNI: many\n",

@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hnsplan/hnsplan/compiler/calicoapi"
 	"github.com/hnsplan/hnsplan/compiler/diag"
 )
 
@@ -155,7 +156,7 @@ func (d *yamlDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 			idx, ok := fields[k.Value]
 			if !ok {
 				if d.strict && !d.unknownOK {
-					d.errorf(k, kpath, "unknown field %q%s", k.Value, calicoHint(d.catalog, path, k.Value))
+					d.errorf(k, kpath, "unknown field %s%s", diag.Excerpt(k.Value), calicoHint(d.catalog, path, k.Value))
 				}
 				continue
 			}
@@ -301,26 +302,8 @@ func parseCIDR(s string, bareAddr bool) (netip.Prefix, error) {
 	return p, nil
 }
 
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "an object"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		switch n.Tag {
-		case "!!str":
-			return diag.Excerpt(n.Value)
-		case "!!null":
-			return "null"
-		}
-		if len(n.Value) <= diag.MaxExcerpt {
-			return n.Value // a number or a bool, as written
-		}
-		return diag.Excerpt(n.Value)
-	}
-	return "a YAML " + diag.Excerpt(n.Tag)
-}
+// describe names what a YAML value is, for messages (bounded).
+func describe(n *yaml.Node) string { return calicoapi.Describe(n) }
 
 var fieldCache sync.Map // reflect.Type -> map[string][]int
 
