@@ -178,3 +178,15 @@ func sgrEnd(s string) int {
 	}
 	return end + 1
 }
+
+// Thousands writes n with thousands separators, for messages: 1,000.
+func Thousands(n int) string {
+	if n < 0 {
+		return "-" + Thousands(-n)
+	}
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

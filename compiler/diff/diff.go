@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/hnsplan/hnsplan/compiler/access"
+	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 	"github.com/hnsplan/hnsplan/compiler/vxlan"
 )
@@ -587,7 +588,7 @@ func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
-	return fmt.Sprintf("%s %ss", thousands(n), noun)
+	return fmt.Sprintf("%s %ss", diag.Thousands(n), noun)
 }
 
 // orderOf is the evaluation order of the program's policies.

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/hnsplan/hnsplan/compiler/diag"
 )
 
 // Group is a set of nodes whose changes are the same, node names, pods and
@@ -177,10 +179,10 @@ func mergedImpact(all []Change, merged Change) (impact, reasons []string) {
 		for _, c := range all {
 			total += len(c.Endpoints)
 		}
-		return []string{fmt.Sprintf("%s reprogrammed on %s nodes (each update can reset TCP connections)", plural(total, "endpoint"), thousands(n))},
+		return []string{fmt.Sprintf("%s reprogrammed on %s nodes (each update can reset TCP connections)", plural(total, "endpoint"), diag.Thousands(n))},
 			[]string{fmt.Sprintf("%s:%d endpoints", ReasonACLReprogram, total)}
 	case merged.Kind == "network" && merged.Action == Replace:
-		what := fmt.Sprintf("drain of each of the %s nodes", thousands(n))
+		what := fmt.Sprintf("drain of each of the %s nodes", diag.Thousands(n))
 		if slices.ContainsFunc(all[0].Impact, func(s string) bool { return strings.Contains(s, "--inventory") }) {
 			what += " (their pods: run with --inventory to count them)"
 		} else {
@@ -210,18 +212,6 @@ func groupTitle(nodes []string) string {
 	case n <= 10:
 		return fmt.Sprintf("the same change on %d nodes: %s", n, strings.Join(nodes, ", "))
 	default:
-		return fmt.Sprintf("the same change on %s nodes: %s … %s", thousands(n), nodes[0], nodes[n-1])
+		return fmt.Sprintf("the same change on %s nodes: %s … %s", diag.Thousands(n), nodes[0], nodes[n-1])
 	}
-}
-
-// thousands writes n with thousands separators: 1,000.
-func thousands(n int) string {
-	if n < 0 {
-		return "-" + thousands(-n)
-	}
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

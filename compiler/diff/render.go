@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hnsplan/hnsplan/compiler/access"
+	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/vxlan"
 )
 
@@ -28,7 +29,7 @@ func (r *Result) SummaryLine() string {
 			if n != 1 {
 				noun = many
 			}
-			parts = append(parts, fmt.Sprintf("%s %s %s", thousands(n), noun, verb))
+			parts = append(parts, fmt.Sprintf("%s %s %s", diag.Thousands(n), noun, verb))
 		}
 	}
 	add(s.NodesAdded, "node", "nodes", "to add")
@@ -36,7 +37,7 @@ func (r *Result) SummaryLine() string {
 	add(s.NodesRemoved, "node", "nodes", "to remove")
 	add(s.NetworksReplaced, "network", "networks", "to replace")
 	if r.Inventory {
-		parts = append(parts, fmt.Sprintf("%s endpoints to reprogram", thousands(s.EndpointsReprogrammed)))
+		parts = append(parts, fmt.Sprintf("%s endpoints to reprogram", diag.Thousands(s.EndpointsReprogrammed)))
 	}
 	line := "Plan: " + strings.Join(parts, ", ") + "."
 	if r.VXLAN != nil {
@@ -239,7 +240,7 @@ func (r *Result) Markdown() string {
 		fmt.Fprintf(&b, "> [!NOTE]\n> %s\n\n", n)
 	}
 	if s.NetworksReplaced > 0 {
-		fmt.Fprintf(&b, "> [!WARNING]\n> %s network(s) will be replaced: each replace drains its node before recreating the HNS network.\n\n", thousands(s.NetworksReplaced))
+		fmt.Fprintf(&b, "> [!WARNING]\n> %s network(s) will be replaced: each replace drains its node before recreating the HNS network.\n\n", diag.Thousands(s.NetworksReplaced))
 	}
 	if v := r.VXLAN; v != nil {
 		fmt.Fprintf(&b, "> [!CAUTION]\n> The VXLAN %s changes for every node, Linux and Windows: until all have switched, pods on nodes on different values cannot reach each other across nodes. Change the Linux side too, and mind the window:\n\n<details open><summary>VXLAN: the Linux side and the window</summary>\n\n```text\n%s\n```\n\n</details>\n\n",
@@ -269,7 +270,7 @@ func (r *Result) Markdown() string {
 		}
 		sec := fmt.Sprintf("<details><summary>%s: %s</summary>\n\n```diff\n%s```\n\n</details>\n",
 			markdownNodes(g.Nodes), strings.Join(title, ", "), diffMarks(body.String()))
-		notice := fmt.Sprintf("\n_… %s more nodes not shown: the comment would pass %d characters. Run `hnsplan diff` locally, or with `-o json`, for the whole diff._\n", thousands(rest), MarkdownCap)
+		notice := fmt.Sprintf("\n_… %s more nodes not shown: the comment would pass %d characters. Run `hnsplan diff` locally, or with `-o json`, for the whole diff._\n", diag.Thousands(rest), MarkdownCap)
 		if len(out)+len(sec)+len(notice) > MarkdownCap {
 			return out + notice
 		}
@@ -287,7 +288,7 @@ func markdownNodes(nodes []string) string {
 	case n <= 10:
 		return fmt.Sprintf("the same change on %d nodes: <code>%s</code>", n, strings.Join(nodes, "</code>, <code>"))
 	default:
-		return fmt.Sprintf("the same change on %s nodes: <code>%s</code> … <code>%s</code>", thousands(n), nodes[0], nodes[n-1])
+		return fmt.Sprintf("the same change on %s nodes: <code>%s</code> … <code>%s</code>", diag.Thousands(n), nodes[0], nodes[n-1])
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
@@ -218,7 +219,7 @@ func (x *routeDelta[R]) change(n string) (Change, bool) {
 		return Change{}, false
 	}
 	c := Change{Node: n, Kind: x.kind, Name: x.kind, Action: Update, Reasons: []string{ReasonRoutes},
-		Impact: []string{fmt.Sprintf("%s to add, %s to remove, in place", thousands(added), thousands(removed))}}
+		Impact: []string{fmt.Sprintf("%s to add, %s to remove, in place", diag.Thousands(added), diag.Thousands(removed))}}
 	if x.relative {
 		c.Impact[0] += "; listed: the route table's changes, each node's own routes aside"
 		c.Details, c.whole = x.details, x.whole

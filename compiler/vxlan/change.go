@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
@@ -245,9 +246,9 @@ func (c *Change) windows(s Side, o Options) {
 	case n == 0:
 		w.Effect = "none: the intent has no Windows node"
 	case w.AllAtOnce:
-		w.Effect = fmt.Sprintf("all %s drain and recreate their networks at once (windows.rollout.vxlanChange all-at-once): every Windows pod is evicted at the same time, and waits for a node to come back", thousands(n))
+		w.Effect = fmt.Sprintf("all %s drain and recreate their networks at once (windows.rollout.vxlanChange all-at-once): every Windows pod is evicted at the same time, and waits for a node to come back", diag.Thousands(n))
 	default:
-		pace := fmt.Sprintf("%s at a time (maxUnavailable %s)", thousands(slots), w.MaxUnavailable)
+		pace := fmt.Sprintf("%s at a time (maxUnavailable %s)", diag.Thousands(slots), w.MaxUnavailable)
 		if slots >= n {
 			pace = fmt.Sprintf("all at once (maxUnavailable %s)", w.MaxUnavailable)
 		}

@@ -3,6 +3,8 @@ package vxlan
 import (
 	"fmt"
 	"strings"
+
+	"github.com/hnsplan/hnsplan/compiler/diag"
 )
 
 // Lines renders the change for a reader, a header and indented lines
@@ -16,7 +18,7 @@ func (c *Change) Lines() []string {
 	case l.Owner == OwnerFlanneld:
 		out = append(out, "  Linux and Windows nodes (flanneld): "+l.Change)
 	case who != "" && l.Nodes >= 0:
-		out = append(out, fmt.Sprintf("  Linux nodes (%s, %s): %s", who, thousands(l.Nodes), l.Change))
+		out = append(out, fmt.Sprintf("  Linux nodes (%s, %s): %s", who, diag.Thousands(l.Nodes), l.Change))
 	case who != "":
 		out = append(out, fmt.Sprintf("  Linux nodes (%s): %s", who, l.Change))
 	default:
@@ -33,7 +35,7 @@ func (c *Change) Lines() []string {
 		out = append(out, "      "+l.Note)
 	}
 	w := c.Windows
-	head := fmt.Sprintf("  Windows nodes (%s, %s): %s", w.Owner, thousands(w.Nodes), w.Effect)
+	head := fmt.Sprintf("  Windows nodes (%s, %s): %s", w.Owner, diag.Thousands(w.Nodes), w.Effect)
 	if c.Window != nil && w.Nodes > 0 {
 		head += fmt.Sprintf(": %s%s", atLeast(c.Window.AtLeast), plural(c.Window.Waves, "wave"))
 	}
@@ -110,17 +112,5 @@ func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
-	return thousands(n) + " " + noun + "s"
-}
-
-// thousands writes n with thousands separators: 1,000.
-func thousands(n int) string {
-	if n < 0 {
-		return "-" + thousands(-n)
-	}
-	s := fmt.Sprint(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
+	return diag.Thousands(n) + " " + noun + "s"
 }
