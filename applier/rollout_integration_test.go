@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hnsplan/hnsplan/applier"
+	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
 	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/replace"
@@ -58,82 +59,117 @@ type rolloutNode struct {
 	endpoint string
 }
 
-func fiveAgents(t *testing.T, mu string) {
+// rolloutRig is five agents of one test run against the real API server,
+// each over its own in-memory HNS: the namespace their rollout slots and
+// pods live in, their Node objects (Windows), the compiled calico-vxlan
+// example whose plan they apply, and the timeline of who held which slot
+// and who was cordoned. The agents stop, and their log is shown if the
+// test failed, at the test's cleanup.
+type rolloutRig struct {
+	t      *testing.T
+	ctx    context.Context
+	cs     kubernetes.Interface
+	ns     string
+	base   *plan.NodePlan
+	block  netip.Prefix
+	tl     *timeline
+	nodes  []*rolloutNode
+	runCtx context.Context
+	wg     sync.WaitGroup
+}
+
+// newRolloutRig makes the namespace, the five nodes (named prefix-<i>)
+// and their Node objects, and follows them; start starts the agents.
+func newRolloutRig(t *testing.T, ctx context.Context, prefix string) *rolloutRig {
 	cfg := kubetest.Config(t)
-	cs := kubetest.Client(t, cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	r := &rolloutRig{t: t, ctx: ctx, cs: kubetest.Client(t, cfg), ns: kubetest.UniqueName("it-" + prefix)}
 	start := time.Now()
-	ns := kubetest.UniqueName("it-rollout")
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := r.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	t.Cleanup(func() { _ = r.cs.CoreV1().Namespaces().Delete(context.Background(), r.ns, metav1.DeleteOptions{}) })
 
 	ex := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
-	base := ex.plans["win-1"]
-	block := base.Network.Ipams[0].Subnets[0].IpAddressPrefix
+	r.base = ex.plans["win-1"]
+	r.block = r.base.Network.Ipams[0].Subnets[0].IpAddressPrefix
 
 	// The timeline: who held which slot, and who was cordoned, when.
-	tl := &timeline{start: start, cordon: map[string]bool{}, excluded: map[string]bool{}, states: map[string]string{},
+	r.tl = &timeline{start: start, cordon: map[string]bool{}, excluded: map[string]bool{}, states: map[string]string{},
 		holders: map[string]string{}, windows: map[string]bool{}}
-	watchNodes, err := cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	watchNodes, err := r.cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	watchLeases, err := cs.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{})
+	watchLeases, err := r.cs.CoordinationV1().Leases(r.ns).Watch(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mine := map[string]bool{}
-	var nodes []*rolloutNode
 	for i := range 5 {
-		n := &rolloutNode{name: kubetest.UniqueName(fmt.Sprintf("win-r%d", i)), hns: hnsmem.New(hnsmem.ManagementAddress(mgmt(t, base))),
+		n := &rolloutNode{name: kubetest.UniqueName(fmt.Sprintf("%s%d", prefix, i)), hns: hnsmem.New(hnsmem.ManagementAddress(mgmt(t, r.base))),
 			stateDir: filepath.Join(t.TempDir(), "state"), src: make(chanSource), pod: fmt.Sprintf("web-%d", i)}
+		n.endpoint = n.pod + "_" + r.base.Network.Name
 		mine[n.name] = true
-		nodes = append(nodes, n)
+		r.nodes = append(r.nodes, n)
 	}
-	go tl.follow(ctx, watchNodes, watchLeases, mine)
-
-	for _, n := range nodes {
-		if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name,
+	go r.tl.follow(ctx, watchNodes, watchLeases, mine)
+	for _, n := range r.nodes {
+		if _, err := r.cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name,
 			Labels: map[string]string{applier.WindowsLabel: "windows"}}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), n.name, metav1.DeleteOptions{}) })
+		t.Cleanup(func() { _ = r.cs.CoreV1().Nodes().Delete(context.Background(), n.name, metav1.DeleteOptions{}) })
 	}
+	return r
+}
 
+// start runs an agent on each node, its configuration the rig's (slots of
+// 3 s polled every 200 ms) with drainTimeout, and hnsOf(n) as its HNS.
+func (r *rolloutRig) start(drainTimeout time.Duration, hnsOf func(*rolloutNode) hns.Client) {
+	t := r.t
 	var logs lockedLog
-	var wg sync.WaitGroup
-	runCtx, stop := context.WithCancel(ctx)
-	defer func() {
+	runCtx, stop := context.WithCancel(r.ctx)
+	r.runCtx = runCtx
+	t.Cleanup(func() {
 		stop()
-		wg.Wait()
+		r.wg.Wait()
 		if t.Failed() {
-			t.Logf("agents' log:\n%s", logs.String())
+			t.Logf("agents' log:\n%s\ntimeline:\n%s", logs.String(), r.tl.String())
 		}
-	}()
-	for _, n := range nodes {
+	})
+	for _, n := range r.nodes {
 		if err := statedir.Prepare(n.stateDir); err != nil {
 			t.Fatal(err)
 		}
-		kc := kube.New(cs, nil, n.name, kube.WithoutBlockAffinities())
-		a, err := applier.NewAgent(applier.Config{Node: n.name, HNS: n.hns, Plans: n.src, PlansFrom: "test", StateDir: n.stateDir,
-			HostRoutes: replace.NewMemRoutes(), Listen: "127.0.0.1:0", Kube: kc, Leases: cs.CoordinationV1(),
-			RolloutNamespace: ns, SlotDuration: 3 * time.Second, SlotPoll: 200 * time.Millisecond,
-			DrainTimeout: 2 * time.Second, Resync: time.Minute,
+		kc := kube.New(r.cs, nil, n.name, kube.WithoutBlockAffinities())
+		a, err := applier.NewAgent(applier.Config{Node: n.name, HNS: hnsOf(n), Plans: n.src, PlansFrom: "test", StateDir: n.stateDir,
+			HostRoutes: replace.NewMemRoutes(), Listen: "127.0.0.1:0", Kube: kc, Leases: r.cs.CoordinationV1(),
+			RolloutNamespace: r.ns, SlotDuration: 3 * time.Second, SlotPoll: 200 * time.Millisecond,
+			DrainTimeout: drainTimeout, Resync: time.Minute,
 			Log: slog.New(slog.NewTextHandler(&logs, nil)).With("agent", n.name)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		r.wg.Go(func() {
 			if err := a.Run(runCtx); err != nil {
 				t.Errorf("agent %s: %v", n.name, err)
 			}
-		}()
+		})
 	}
+}
+
+// kubelet plays the kubelet and the CNI for the rig's nodes until the
+// agents stop: an evicted pod goes, and its endpoint.
+func (r *rolloutRig) kubelet() {
+	r.wg.Go(func() { kubelet(r.runCtx, r.cs, r.ns, r.nodes) })
+}
+
+func fiveAgents(t *testing.T, mu string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r := newRolloutRig(t, ctx, "win-r")
+	cs, ns, base, block, tl, nodes := r.cs, r.ns, r.base, r.block, r.tl, r.nodes
+	r.start(2*time.Second, func(n *rolloutNode) hns.Client { return n.hns })
 	first := clonePlan(base, "sha256:first", mu)
 	for _, n := range nodes {
 		q := *first
@@ -148,7 +184,6 @@ func fiveAgents(t *testing.T, mu string) {
 	// for it: nodes 1-4 may lose theirs, node 0's may not.
 	for i, n := range nodes {
 		ip := netip.PrefixFrom(block.Addr().Next().Next().Next(), block.Bits())
-		n.endpoint = n.pod + "_" + base.Network.Name
 		if err := n.hns.AddPodEndpoint(base.Network.Name, n.endpoint, ip, "", nil); err != nil {
 			t.Fatal(err)
 		}
@@ -168,11 +203,7 @@ func fiveAgents(t *testing.T, mu string) {
 		budget(t, ctx, cs, ns, n.pod, allowed)
 	}
 	// The kubelet and the CNI: an evicted pod goes, and its endpoint.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		kubelet(runCtx, cs, ns, nodes)
-	}()
+	r.kubelet()
 
 	// Node 0 first, as a canary: it blocks, holding its slot.
 	moved := withVNI(first, 5000)

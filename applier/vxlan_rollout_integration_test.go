@@ -4,11 +4,7 @@ package applier_test
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"net/netip"
-	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,13 +13,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/hnsplan/hnsplan/applier"
-	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/kube"
-	"github.com/hnsplan/hnsplan/applier/replace"
-	"github.com/hnsplan/hnsplan/applier/statedir"
 	"github.com/hnsplan/hnsplan/compiler/plan"
-	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
 // TestRolloutVXLANAllAtOnce runs five agents against a real kube-apiserver,
@@ -37,80 +29,13 @@ import (
 // (plans published to every node converged) are logged: the measurement
 // against a real API server beside make bench's BenchmarkVXLANChangeWindow.
 func TestRolloutVXLANAllAtOnce(t *testing.T) {
-	cfg := kubetest.Config(t)
-	cs := kubetest.Client(t, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	start := time.Now()
-	ns := kubetest.UniqueName("it-vxlan")
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-
-	ex := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
-	base := ex.plans["win-1"]
-	block := base.Network.Ipams[0].Subnets[0].IpAddressPrefix
-	tl := &timeline{start: start, cordon: map[string]bool{}, excluded: map[string]bool{}, states: map[string]string{},
-		holders: map[string]string{}, windows: map[string]bool{}}
-	watchNodes, err := cs.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	watchLeases, err := cs.CoordinationV1().Leases(ns).Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mine := map[string]bool{}
-	var nodes []*rolloutNode
+	r := newRolloutRig(t, ctx, "win-v")
+	cs, ns, base, block, tl, nodes := r.cs, r.ns, r.base, r.block, r.tl, r.nodes
 	w := &window{}
 	var vni atomic.Uint32
-	for i := range 5 {
-		n := &rolloutNode{name: kubetest.UniqueName(fmt.Sprintf("win-v%d", i)), hns: hnsmem.New(hnsmem.ManagementAddress(mgmt(t, base))),
-			stateDir: filepath.Join(t.TempDir(), "state"), src: make(chanSource), pod: fmt.Sprintf("web-%d", i)}
-		n.endpoint = n.pod + "_" + base.Network.Name
-		mine[n.name] = true
-		nodes = append(nodes, n)
-	}
-	go tl.follow(ctx, watchNodes, watchLeases, mine)
-	for _, n := range nodes {
-		if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name,
-			Labels: map[string]string{applier.WindowsLabel: "windows"}}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), n.name, metav1.DeleteOptions{}) })
-	}
-	var logs lockedLog
-	var wg sync.WaitGroup
-	runCtx, stop := context.WithCancel(ctx)
-	defer func() {
-		stop()
-		wg.Wait()
-		if t.Failed() {
-			t.Logf("agents' log:\n%s\ntimeline:\n%s", logs.String(), tl.String())
-		}
-	}()
-	for _, n := range nodes {
-		if err := statedir.Prepare(n.stateDir); err != nil {
-			t.Fatal(err)
-		}
-		kc := kube.New(cs, nil, n.name, kube.WithoutBlockAffinities())
-		a, err := applier.NewAgent(applier.Config{Node: n.name, HNS: &windowHNS{HNS: n.hns, vni: vni.Load, w: w}, Plans: n.src, PlansFrom: "test",
-			StateDir: n.stateDir, HostRoutes: replace.NewMemRoutes(), Listen: "127.0.0.1:0", Kube: kc, Leases: cs.CoordinationV1(),
-			RolloutNamespace: ns, SlotDuration: 3 * time.Second, SlotPoll: 200 * time.Millisecond,
-			DrainTimeout: 20 * time.Second, Resync: time.Minute,
-			Log: slog.New(slog.NewTextHandler(&logs, nil)).With("agent", n.name)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := a.Run(runCtx); err != nil {
-				t.Errorf("agent %s: %v", n.name, err)
-			}
-		}()
-	}
+	r.start(20*time.Second, func(n *rolloutNode) hns.Client { return &windowHNS{HNS: n.hns, vni: vni.Load, w: w} })
 	send := func(p *plan.NodePlan) {
 		for _, n := range nodes {
 			q := *p
@@ -165,11 +90,7 @@ func TestRolloutVXLANAllAtOnce(t *testing.T) {
 	}
 	pods()
 	budgets()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		kubelet(runCtx, cs, ns, nodes)
-	}()
+	r.kubelet()
 
 	// phase rolls p out and returns its rollout and split.
 	phase := func(p *plan.NodePlan, v uint32) (rolloutTime, split time.Duration) {
