@@ -156,6 +156,27 @@ func (f *File) Run(ctx context.Context, updates chan<- Update) error {
 	}
 }
 
+// Read reads the file once and verifies it as Run does on each change:
+// its signature (with Trust), the plan (format, node, digest), the parts
+// it names from the files beside it, and its meaning (plan.Validate). The
+// Update holds the plan, or Err saying why there is none (ErrAbsent when
+// the file does not exist). It is `hnsplan-agent apply --once`'s way to
+// the plan: the service's code, once.
+func (f *File) Read(ctx context.Context) Update {
+	path := filepath.Clean(f.Path)
+	updates := make(chan Update, 1)
+	e := &emitter{node: f.Node, source: path, what: "the file", updates: updates, trust: f.Trust, sigName: plan.SignatureFile(path)}
+	if _, err := f.read(ctx, e, path); err != nil {
+		return Update{Source: path, Err: &Error{Source: path, Msg: err.Error(), Err: err}}
+	}
+	select {
+	case u := <-updates:
+		return u
+	default: // a fresh emitter sends every first read: not reached
+		return Update{Source: path, Err: &Error{Source: path, Msg: "nothing was read", Err: ErrAbsent}}
+	}
+}
+
 // maxBackoff caps the wait between retries of a read that keeps failing.
 const maxBackoff = 30 * time.Second
 

@@ -2,6 +2,7 @@ package planwatch_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/netip"
 	"os"
@@ -246,4 +247,24 @@ func TestFileUnreadable(t *testing.T) {
 	a, da := encode(t, "win-1", 1)
 	publish(t, f.Path, a)
 	expectSkipping(t, ch, want{digest: da}, true) // "was removed" may come first
+}
+
+// TestFileRead: one read of the file, as Run does on a change (apply
+// --once's): the plan, a rejection, or absence.
+func TestFileRead(t *testing.T) {
+	f := fileSource(t)
+	ctx := context.Background()
+	if u := f.Read(ctx); u.Plan != nil || !errors.Is(u.Err, planwatch.ErrAbsent) {
+		t.Errorf("absent file: %+v, want ErrAbsent", u)
+	}
+	good, digest := encode(t, "win-1", 1)
+	publish(t, f.Path, good)
+	if u := f.Read(ctx); u.Err != nil || u.Plan == nil || u.Plan.Digest != digest {
+		t.Errorf("good plan: %+v, want digest %s", u, digest)
+	}
+	foreign, _ := encode(t, "win-2", 1)
+	publish(t, f.Path, foreign)
+	if u := f.Read(ctx); u.Plan != nil || !errors.Is(u.Err, plan.ErrForeignNode) {
+		t.Errorf("foreign plan: %+v, want ErrForeignNode", u)
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -115,10 +114,6 @@ so that their ACLs can be applied.`,
 			if planFile == "" {
 				return errors.New("apply needs --plan FILE")
 			}
-			data, err := os.ReadFile(planFile)
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
 			if node == "" {
 				node = hostName()
 			}
@@ -128,23 +123,19 @@ so that their ACLs can be applied.`,
 				if err != nil {
 					return err
 				}
-				if err := verifySigned(cmd.OutOrStdout(), planFile, data, ring); err != nil {
-					return err
-				}
 				trust = planwatch.NewTrust(ring)
 			}
-			p, err := plan.Decode(data, node)
-			if err == nil {
-				// The shared parts it names, beside it, as compile wrote
-				// them; with trusted keys, its route table signed too.
-				err = planwatch.AssembleFromDir(p, filepath.Dir(planFile), trust)
+			// The service's own read: signature, plan, the parts beside
+			// it, plan.Validate (whoever wrote it: no hostile plan is
+			// applied).
+			u := (&planwatch.File{Path: planFile, Node: node, Trust: trust}).Read(cmd.Context())
+			if err := planRefused(planFile, u); err != nil {
+				return err
 			}
-			if err == nil {
-				err = plan.Validate(p) // whoever wrote it: no hostile plan is applied
+			if trust != nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "plan %s: signed by %s, a trusted key\n", planFile, u.Signer)
 			}
-			if err != nil {
-				return &exitError{code: exitFailed, err: fmt.Errorf("%v; the last good plan stays applied (pass --node if this host's name is not the plan's)", err)}
-			}
+			p := u.Plan
 			client, closeFn, err := openHNS(hnsFlag, mem, p)
 			if err != nil {
 				return err
@@ -191,6 +182,30 @@ so that their ACLs can be applied.`,
 	cmd.Flags().StringVar(&trustedKeys, "trusted-keys", "", trustedKeysHelp)
 	mem.register(cmd.Flags())
 	return cmd
+}
+
+// planRefused is the exit for a plan file apply --once cannot take: absent
+// (a usage error), or refused for its signature, its content or its
+// meaning, with what planwatch says of it.
+func planRefused(planFile string, u planwatch.Update) error {
+	var pe *planwatch.Error
+	switch {
+	case u.Err == nil:
+		return nil
+	case errors.Is(u.Err, planwatch.ErrAbsent):
+		return &exitError{code: exitUsage, err: fmt.Errorf("plan %s does not exist", planFile)}
+	case errors.As(u.Err, &pe):
+		tail := "; nothing was changed"
+		var se *plan.SignatureError
+		if !errors.As(u.Err, &se) {
+			tail += ", the last good plan stays applied"
+		}
+		if errors.Is(u.Err, plan.ErrForeignNode) {
+			tail += " (pass --node if this host's name is not the plan's)"
+		}
+		return &exitError{code: exitFailed, err: fmt.Errorf("plan %s: %s%s", planFile, pe.Msg, tail)}
+	}
+	return &exitError{code: exitFailed, err: u.Err}
 }
 
 // callCounter is an HNS that counts its calls (the in-memory one).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 
 	"k8s.io/client-go/kubernetes"
@@ -28,22 +27,6 @@ func readTrustedKeys(path string) (plan.Keyring, error) {
 		return nil, &exitError{code: exitUsage, err: fmt.Errorf("--trusted-keys: %w", err)}
 	}
 	return ring, nil
-}
-
-// verifySigned checks the signature beside planFile against ring, for
-// apply --once; on success it prints who signed.
-func verifySigned(out io.Writer, planFile string, data []byte, ring plan.Keyring) error {
-	sigFile := plan.SignatureFile(planFile)
-	sig, err := planwatch.ReadSignatureFile(sigFile)
-	if err != nil {
-		return &exitError{code: exitFailed, err: fmt.Errorf("plan %s: cannot read its signature: %v; nothing was changed", planFile, err)}
-	}
-	k, err := ring.Verify(data, sig)
-	if err != nil {
-		return &exitError{code: exitFailed, err: fmt.Errorf("plan %s: %s; nothing was changed", planFile, planwatch.SignatureRefusal(err, sigFile))}
-	}
-	fmt.Fprintf(out, "plan %s: signed by %s, a trusted key\n", planFile, k)
-	return nil
 }
 
 // startTrust returns the Trust run's plan source needs, or nil when
