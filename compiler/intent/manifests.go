@@ -104,6 +104,12 @@ func forEachObject(file string, data []byte, rule string, errs *diag.List, fn fu
 			continue // an empty document, e.g. after a trailing ---
 		}
 		root := n.Content[0]
+		if written, expanded := aliasExpansion(root); expanded > 2*written+maxAliasExpansion {
+			// A few aliases of aliases make a small file decode to
+			// billions of values: refuse before anything walks it.
+			errs.Errorf(rule, nodePos(file, root), "", "the document's YAML aliases expand it past %s values (%s written), more than hnsplan reads: write the values out, or use fewer aliases (document %d)", diag.Thousands(2*written+maxAliasExpansion), diag.Thousands(written), doc)
+			continue
+		}
 		src := Source{File: file, Doc: doc, Pos: nodePos(file, root), node: root}
 		apiVersion, kind, ok := typeOf(root, src, rule, errs)
 		if !ok {
@@ -128,6 +134,39 @@ func forEachObject(file string, data []byte, rule string, errs *diag.List, fn fu
 		}
 		fn(root, src, apiVersion, kind)
 	}
+}
+
+// maxAliasExpansion is how many values a document's aliases may add,
+// beyond twice what it writes, before it is refused.
+const maxAliasExpansion = 100_000
+
+// aliasExpansion counts the nodes of the tree at n as written, and as its
+// aliases expand it (each alias counted as the tree it names), stopping
+// once the expansion passes any limit the caller could set. Each node is
+// costed once: a chain of aliases is counted, not walked.
+func aliasExpansion(n *yaml.Node) (written, expanded int) {
+	size := map[*yaml.Node]int{}
+	const capAt = 1 << 40
+	var walk func(*yaml.Node) int
+	walk = func(n *yaml.Node) int {
+		if s, ok := size[n]; ok {
+			return s
+		}
+		size[n] = 1 // a cycle counts once
+		total := 1
+		if n.Kind == yaml.AliasNode && n.Alias != nil {
+			total = min(total+walk(n.Alias), capAt)
+		} else {
+			written++
+			for _, c := range n.Content {
+				total = min(total+walk(c), capAt)
+			}
+		}
+		size[n] = total
+		return size[n]
+	}
+	expanded = walk(n)
+	return written, expanded
 }
 
 // where names a manifest object at the end of a message: " (document 2)"
