@@ -33,67 +33,67 @@ const (
 )
 
 type meta struct {
-	Name string `yaml:"name"`
+	Name string `json:"name" yaml:"name"`
 }
 
 type object[S any] struct {
-	APIVersion string `yaml:"apiVersion"`
-	Kind       string `yaml:"kind"`
-	Metadata   meta   `yaml:"metadata"`
-	Spec       S      `yaml:"spec"`
+	APIVersion string `json:"apiVersion" yaml:"apiVersion"`
+	Kind       string `json:"kind" yaml:"kind"`
+	Metadata   meta   `json:"metadata" yaml:"metadata"`
+	Spec       S      `json:"spec" yaml:"spec"`
 }
 
 type ipamSpec struct {
-	StrictAffinity   bool `yaml:"strictAffinity"`
-	MaxBlocksPerHost int  `yaml:"maxBlocksPerHost,omitempty"`
+	StrictAffinity   bool `json:"strictAffinity" yaml:"strictAffinity"`
+	MaxBlocksPerHost int  `json:"maxBlocksPerHost,omitempty" yaml:"maxBlocksPerHost,omitempty"`
 }
 
 type felixSpec struct {
-	VXLANEnabled *bool `yaml:"vxlanEnabled,omitempty"`
-	VXLANVNI     int   `yaml:"vxlanVNI,omitempty"`
-	VXLANPort    int   `yaml:"vxlanPort,omitempty"`
-	VXLANMTU     int   `yaml:"vxlanMTU,omitempty"`
-	IPIPEnabled  *bool `yaml:"ipipEnabled,omitempty"`
+	VXLANEnabled *bool `json:"vxlanEnabled,omitempty" yaml:"vxlanEnabled,omitempty"`
+	VXLANVNI     int   `json:"vxlanVNI,omitempty" yaml:"vxlanVNI,omitempty"`
+	VXLANPort    int   `json:"vxlanPort,omitempty" yaml:"vxlanPort,omitempty"`
+	VXLANMTU     int   `json:"vxlanMTU,omitempty" yaml:"vxlanMTU,omitempty"`
+	IPIPEnabled  *bool `json:"ipipEnabled,omitempty" yaml:"ipipEnabled,omitempty"`
 }
 
 type serviceCIDR struct {
-	CIDR string `yaml:"cidr"`
+	CIDR string `json:"cidr" yaml:"cidr"`
 }
 
 type bgpSpec struct {
-	NodeToNodeMeshEnabled bool          `yaml:"nodeToNodeMeshEnabled"`
-	ASNumber              int64         `yaml:"asNumber"`
-	ServiceClusterIPs     []serviceCIDR `yaml:"serviceClusterIPs,omitempty"`
+	NodeToNodeMeshEnabled bool          `json:"nodeToNodeMeshEnabled" yaml:"nodeToNodeMeshEnabled"`
+	ASNumber              int64         `json:"asNumber" yaml:"asNumber"`
+	ServiceClusterIPs     []serviceCIDR `json:"serviceClusterIPs,omitempty" yaml:"serviceClusterIPs,omitempty"`
 }
 
 // Installation: only the fields hnsplan sets.
 type installationSpec struct {
-	CalicoNetwork *calicoNetwork `yaml:"calicoNetwork,omitempty"`
-	ServiceCIDRs  []string       `yaml:"serviceCIDRs,omitempty"`
+	CalicoNetwork *calicoNetwork `json:"calicoNetwork,omitempty" yaml:"calicoNetwork,omitempty"`
+	ServiceCIDRs  []string       `json:"serviceCIDRs,omitempty" yaml:"serviceCIDRs,omitempty"`
 }
 
 type calicoNetwork struct {
-	IPPools []installationPool `yaml:"ipPools"`
+	IPPools []installationPool `json:"ipPools" yaml:"ipPools"`
 }
 
 type installationPool struct {
-	Name                  string `yaml:"name"`
-	CIDR                  string `yaml:"cidr"`
-	BlockSize             int    `yaml:"blockSize"`
-	Encapsulation         string `yaml:"encapsulation"`
-	NATOutgoing           string `yaml:"natOutgoing"`
-	NodeSelector          string `yaml:"nodeSelector"`
-	DisableNewAllocations bool   `yaml:"disableNewAllocations,omitempty"`
+	Name                  string `json:"name" yaml:"name"`
+	CIDR                  string `json:"cidr" yaml:"cidr"`
+	BlockSize             int    `json:"blockSize" yaml:"blockSize"`
+	Encapsulation         string `json:"encapsulation" yaml:"encapsulation"`
+	NATOutgoing           string `json:"natOutgoing" yaml:"natOutgoing"`
+	NodeSelector          string `json:"nodeSelector" yaml:"nodeSelector"`
+	DisableNewAllocations bool   `json:"disableNewAllocations,omitempty" yaml:"disableNewAllocations,omitempty"`
 }
 
 type poolSpec struct {
-	CIDR         string `yaml:"cidr"`
-	BlockSize    int    `yaml:"blockSize"`
-	VXLANMode    string `yaml:"vxlanMode"`
-	IPIPMode     string `yaml:"ipipMode"`
-	NATOutgoing  bool   `yaml:"natOutgoing"`
-	NodeSelector string `yaml:"nodeSelector"`
-	Disabled     bool   `yaml:"disabled"`
+	CIDR         string `json:"cidr" yaml:"cidr"`
+	BlockSize    int    `json:"blockSize" yaml:"blockSize"`
+	VXLANMode    string `json:"vxlanMode" yaml:"vxlanMode"`
+	IPIPMode     string `json:"ipipMode" yaml:"ipipMode"`
+	NATOutgoing  bool   `json:"natOutgoing" yaml:"natOutgoing"`
+	NodeSelector string `json:"nodeSelector" yaml:"nodeSelector"`
+	Disabled     bool   `json:"disabled" yaml:"disabled"`
 }
 
 const apiVersion = "projectcalico.org/v3"
@@ -256,62 +256,16 @@ func patchScript(c *intent.Cluster, docs []doc) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// patchJSON is v as compact JSON, its keys in the YAML field order.
+// patchJSON is v as compact JSON for a shell single-quoted argument: a
+// quote, which such an argument cannot hold, is written \u0027.
 func patchJSON(v any) (string, error) {
-	var n yaml.Node
-	if err := n.Encode(v); err != nil {
-		return "", err
-	}
 	var b strings.Builder
-	if err := writeJSON(&b, &n); err != nil {
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // a selector's && stays readable
+	if err := enc.Encode(v); err != nil {
 		return "", err
 	}
-	return b.String(), nil
-}
-
-// writeJSON writes a YAML node tree as JSON, keeping the mapping order.
-func writeJSON(b *strings.Builder, n *yaml.Node) error {
-	switch n.Kind {
-	case yaml.MappingNode:
-		b.WriteByte('{')
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			k, _ := json.Marshal(n.Content[i].Value)
-			b.Write(k)
-			b.WriteByte(':')
-			if err := writeJSON(b, n.Content[i+1]); err != nil {
-				return err
-			}
-		}
-		b.WriteByte('}')
-	case yaml.SequenceNode:
-		b.WriteByte('[')
-		for i, c := range n.Content {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			if err := writeJSON(b, c); err != nil {
-				return err
-			}
-		}
-		b.WriteByte(']')
-	case yaml.ScalarNode:
-		var v any
-		if err := n.Decode(&v); err != nil {
-			return err
-		}
-		j, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		// A shell single-quoted string cannot hold a quote: escape it in JSON.
-		b.WriteString(strings.ReplaceAll(string(j), "'", `\u0027`))
-	default:
-		return fmt.Errorf("cannot write YAML node kind %d as JSON", n.Kind)
-	}
-	return nil
+	return strings.ReplaceAll(strings.TrimSuffix(b.String(), "\n"), "'", `\u0027`), nil
 }
 
 // encapsulation is a pool's encapsulation in the operator's words.
