@@ -8,8 +8,9 @@ import (
 )
 
 // TestPublishSpeaksTheAgentsNames: publish repeats the ConfigMap names the
-// agent reads (so that the CLI does not depend on the agent's code); a
-// change on one side only would publish what no agent finds.
+// agent reads, as constants of its own (the contract, written where
+// publish writes); a change on one side only would publish what no agent
+// finds.
 func TestPublishSpeaksTheAgentsNames(t *testing.T) {
 	for _, c := range []struct{ what, publish, agent string }{
 		{"namespace", Namespace, planwatch.ConfigMapNamespace},

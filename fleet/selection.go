@@ -16,6 +16,7 @@ type Selection struct {
 	Canary int      // --canary; 0 for none, less than 0 for a --canary below 1 (Check refuses it)
 }
 
+// Active says whether the selection is a subset: --nodes or --canary.
 func (s Selection) Active() bool { return len(s.Nodes) > 0 || s.Canary > 0 }
 
 // Flag names the flag that chose the subset, for messages.
