@@ -189,7 +189,7 @@ func Parse(file string, data []byte) (*Log, error) {
 	}
 	log := &Log{Links: map[string]string{}}
 	linkLine := map[string]int{}
-	var cur *Release  // the section being read
+	var cur *Release // the section being read
 	curUnreleased := false
 	var body []string // its lines
 	var sub string    // the current ### subsection
