@@ -38,8 +38,8 @@ func TestVersionsAgree(t *testing.T) {
 	var jobs map[string]glJob
 	readYAML(t, "ci/gitlab-ci.yml", false, &jobs)
 	got := map[string]string{
-		"examples/ci/github-actions.yml env HNSPLAN_VERSION": wf.Env["HNSPLAN_VERSION"],
-		"examples/ci/gitlab-ci.yml variables HNSPLAN_VERSION": glVariable(jobs, "HNSPLAN_VERSION"),
+		"examples/ci/github-actions.yml env HNSPLAN_VERSION":    wf.Env["HNSPLAN_VERSION"],
+		"examples/ci/gitlab-ci.yml variables HNSPLAN_VERSION":   glVariable(jobs, "HNSPLAN_VERSION"),
 		"deploy/kustomization.yaml images hnsplan-agent newTag": loadKustomization(t).image("hnsplan-agent"),
 	}
 	want := map[string]string{
