@@ -47,7 +47,10 @@ func TestRelease(t *testing.T) {
 	ext := map[bool]string{true: ".exe"}[runtime.GOOS == "windows"]
 	suffix := "-" + runtime.GOOS + "-" + runtime.GOARCH
 	var sums []string
-	for _, dir := range []string{filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b", "c")} {
+	// The first as a release is served (BASE/VERSION/ASSET), for the CI
+	// examples' install below.
+	base := t.TempDir()
+	for _, dir := range []string{filepath.Join(base, version), filepath.Join(t.TempDir(), "b", "c")} {
 		mustRun(t, repo, "make", "--no-print-directory", "release", "RELEASE_DIR="+dir,
 			"CLI_PLATFORMS="+platform, "AGENT_PLATFORMS="+platform, "COMMIT="+commit)
 		want := []string{"SHA256SUMS", "RELEASE_NOTES.md"}
@@ -115,6 +118,18 @@ func TestRelease(t *testing.T) {
 			t.Errorf("SHA256SUMS lists %q", listed)
 		}
 		sums = append(sums, string(data))
+	}
+	// The CI examples install this release as they would from GitHub: the
+	// binary checked against SHA256SUMS, and its version.
+	if runtime.GOOS == "linux" && (runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64") {
+		dir := t.TempDir()
+		cmd := exec.Command("sh", "ci/hnsplan-pr.sh", "install", version, dir)
+		cmd.Env = append(os.Environ(), "HNSPLAN_RELEASE_URL=file://"+base)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("hnsplan-pr.sh install %s from the release: %v\n%s", version, err, out)
+		} else if got := mustRun(t, dir, filepath.Join(dir, "hnsplan"), "version"); !strings.HasPrefix(got, "hnsplan "+version+" (commit "+commit) {
+			t.Errorf("the installed hnsplan says %q", got)
+		}
 	}
 	if sums[0] != sums[1] {
 		t.Errorf("two release builds of one commit differ:\n%s\n%s", sums[0], sums[1])
