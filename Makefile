@@ -37,7 +37,8 @@ build:
 # strictly), or RELEASE_VERSION=vX.Y.Z, which must be a release the
 # changelog lists. It is refused while [Unreleased] lists changes (release
 # them first, or ALLOW_UNRELEASED=1), and when the tag vX.Y.Z exists but is
-# not HEAD (check the tag out to rebuild it). Each binary is stamped with
+# not HEAD (check the tag out to rebuild it); uncommitted changes are warned
+# about (the binaries would hold them). Each binary is stamped with
 # that version and COMMIT, symbol tables left out (-s -w: a panic still
 # names functions and lines), built with -trimpath, without cgo and without
 # VCS data (the commit is stamped), so the same commit and Go version give
@@ -57,6 +58,8 @@ release:
 	@v=$$($(GO) run ./hack/changelog -f '$(CHANGELOG)' $(if $(ALLOW_UNRELEASED),-allow-unreleased) version $(RELEASE_VERSION)) || exit 1; \
 	  if tag=$$(git rev-parse -q --verify "refs/tags/$$v^{commit}" 2>/dev/null) && [ "$$tag" != "$$(git rev-parse HEAD)" ]; then \
 	    echo "error: tag $$v is $$tag, not HEAD: check out $$v to rebuild that release" >&2; exit 1; fi; \
+	  if [ -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then \
+	    echo "warning: the work tree has uncommitted changes: the binaries hold them, stamped $$v (commit $(COMMIT))" >&2; fi; \
 	  echo "release $$v (commit $(COMMIT)) in $(RELEASE_DIR)"; \
 	  rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR) || exit 1; \
 	  $(GO) run ./hack/changelog -f '$(CHANGELOG)' notes $$v > $(RELEASE_DIR)/RELEASE_NOTES.md || exit 1; \
@@ -97,6 +100,7 @@ test-integration:
 # Static checks, and the Windows build the agent ships as.
 check:
 	$(GO) vet ./...
+	$(GO) vet -tags release ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	GOOS=windows $(GO) build ./...

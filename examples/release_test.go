@@ -114,6 +114,7 @@ func TestRelease(t *testing.T) {
 			}
 			listed = append(listed, name)
 		}
+		slices.Sort(listed)
 		if !slices.Equal(listed, slices.DeleteFunc(slices.Clone(want), func(s string) bool { return s == "SHA256SUMS" })) {
 			t.Errorf("SHA256SUMS lists %q", listed)
 		}
