@@ -356,10 +356,11 @@ func TestCIInventorySkipped(t *testing.T) {
 		forbidden string
 		served    []string // nil: all
 		want      string
+		wantLog   string
 		wantFile  bool
 	}{
 		{name: "a fork: no secret", want: "no kubeconfig to read the cluster with: the secret HNSPLAN_INVENTORY_KUBECONFIG is not set for this run (pull requests from forks get no secrets)"},
-		{name: "forbidden", secret: fakeKubeconfig, forbidden: "nodes", want: "reading the cluster failed: Error from server (Forbidden): nodes is forbidden"},
+		{name: "forbidden", secret: fakeKubeconfig, forbidden: "nodes", want: "reading the cluster failed (kubectl get nodes); the job log has the reason", wantLog: "Error from server (Forbidden): nodes is forbidden"},
 		{name: "without Calico", secret: fakeKubeconfig, served: []string{"pods", "namespaces", "services", "nodes", "endpointslices.discovery.k8s.io"}, wantFile: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -389,8 +390,8 @@ func TestCIInventorySkipped(t *testing.T) {
 			if err == nil {
 				t.Errorf("a partial or skipped inventory was written:\n%s", log)
 			}
-			if !strings.Contains(string(reason), tc.want) {
-				t.Errorf("reason %q, want %q\n%s", reason, tc.want, log)
+			if !strings.Contains(string(reason), tc.want) || !strings.Contains(log, tc.wantLog) {
+				t.Errorf("reason %q, want %q, and %q in the log:\n%s", reason, tc.want, tc.wantLog, log)
 			}
 		})
 	}

@@ -438,16 +438,19 @@ use_kubeconfig() {
 }
 
 # read_inventory OUT ERRFILE: every inventory resource the cluster serves
-# into OUT, all or nothing; 1 with ERRFILE saying why.
+# into OUT, all or nothing; 1 with ERRFILE saying why and $failed naming
+# the command that failed.
 read_inventory() {
 	out=$1
 	err=$2
+	failed="kubectl is not on PATH"
 	command -v kubectl >/dev/null 2>&1 || {
 		echo "kubectl is not on PATH" >"$err"
 		return 1
 	}
 	# An aggregated API that is down (metrics-server) fails discovery but
 	# leaves the rest listed; the kinds read here are built in or CRDs.
+	failed="kubectl api-resources"
 	served=$(kubectl api-resources --request-timeout=60s -o name 2>"$err") || true
 	[ -n "$served" ] || return 1
 	: >"$out.part"
@@ -461,7 +464,7 @@ read_inventory() {
 			printf '%s\n' '---'
 			kubectl get "$r" --all-namespaces --request-timeout=60s -o yaml 2>>"$err"
 		} >>"$out.part" || {
-			printf 'kubectl get %s failed\n' "$r" >>"$err"
+			failed="kubectl get $r"
 			rm -f "$out.part"
 			return 1
 		}
@@ -480,7 +483,9 @@ inventory() {
 	fi
 	trap 'rm -rf "$kc_dir"' EXIT
 	if ! read_inventory "$out" "$out.err"; then
-		printf 'reading the cluster failed: %s\n' "$(tail -n 3 "$out.err" | tr '\n' ' ')" >"$out.skipped"
+		# The comment names the command only: kubectl's message (addresses,
+		# user names) stays in the job log.
+		printf 'reading the cluster failed (%s); the job log has the reason\n' "$failed" >"$out.skipped"
 		printf '%s: inventory skipped: ' "$prog" >&2
 		cat "$out.err" >&2
 		rm -f "$out.err"
