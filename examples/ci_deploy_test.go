@@ -470,6 +470,7 @@ func TestCIInstall(t *testing.T) {
 	if runtime.GOOS != "linux" || (runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64") {
 		t.Skip("the examples install the linux/amd64 or linux/arm64 release")
 	}
+	needTools(t, "curl", "sha256sum", "bash")
 	for _, p := range []string{"linux/amd64", "linux/arm64"} {
 		if !slices.Contains(strings.Fields(makeVar(t, "CLI_PLATFORMS")), p) {
 			t.Errorf("make release builds no hnsplan for %s, which the CI examples install", p)
