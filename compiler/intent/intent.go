@@ -283,6 +283,7 @@ type Manifests struct {
 	Calico  CalicoConfig
 	Files   int // how many YAML files were read
 	objects int
+	peers   int // of all policies, counted against MaxPeers
 }
 
 // Len is the number of objects in m.

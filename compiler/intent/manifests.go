@@ -104,10 +104,17 @@ func forEachObject(file string, data []byte, rule string, errs *diag.List, fn fu
 			continue // an empty document, e.g. after a trailing ---
 		}
 		root := n.Content[0]
-		if written, expanded := aliasExpansion(root); expanded > 2*written+maxAliasExpansion {
+		written, expanded := aliasExpansion(root)
+		if expanded > 2*written+maxAliasExpansion {
 			// A few aliases of aliases make a small file decode to
 			// billions of values: refuse before anything walks it.
 			errs.Errorf(rule, nodePos(file, root), "", "the document's YAML aliases expand it past %s values (%s written), more than hnsplan reads: write the values out, or use fewer aliases (document %d)", diag.Thousands(2*written+maxAliasExpansion), diag.Thousands(written), doc)
+			continue
+		}
+		if rule == RuleManifest && expanded > MaxDocumentValues {
+			// An inventory (live state) may be larger: the whole run's
+			// budget bounds it.
+			errs.Errorf(rule, nodePos(file, root), "", "%s", tooManyValues(expanded, doc))
 			continue
 		}
 		src := Source{File: file, Doc: doc, Pos: nodePos(file, root), node: root}
@@ -228,12 +235,20 @@ func (m *Manifests) add(obj *yaml.Node, src Source, apiVersion, kind string, err
 func (m *Manifests) addOther(obj *yaml.Node, src Source, apiVersion, kind string, d *yamlDecoder, errs *diag.List) {
 	switch apiVersion + " " + kind {
 	case "networking.k8s.io/v1 NetworkPolicy":
+		if !m.admitPolicy(obj, src, apiVersion, kind, errs) {
+			d.rejected = true
+			return
+		}
 		var p NetworkPolicy
 		d.decode(obj, reflect.ValueOf(&p.NetworkPolicy).Elem(), "")
 		p.Source = src
 		checkNetworkPolicy(&p, d)
 		m.NetworkPolicies = append(m.NetworkPolicies, p)
 	case "projectcalico.org/v3 NetworkPolicy", "projectcalico.org/v3 GlobalNetworkPolicy":
+		if !m.admitPolicy(obj, src, apiVersion, kind, errs) {
+			d.rejected = true
+			return
+		}
 		var p CalicoPolicy
 		d.catalog = kind
 		d.decode(obj, reflect.ValueOf(&p).Elem(), "")
