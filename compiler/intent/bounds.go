@@ -23,8 +23,39 @@ const (
 	// MaxDocumentValues bounds the YAML values of one intent document,
 	// its aliases expanded: a 16 MiB file of short values holds about
 	// two million.
-	MaxDocumentValues = 1_000_000
+	MaxDocumentValues = 250_000
+	// MaxIntentValues bounds the YAML values of all the intent's
+	// documents: files are each at most --max-file-size, but an intent
+	// may have many.
+	MaxIntentValues = 1_000_000
+	// MaxFileIndicators bounds the YAML indicators (, - : [ { and line
+	// ends) of one intent file, counted before it is parsed: the YAML
+	// parser's tree takes about 270 bytes a value, so a 16 MiB file of
+	// "[a,a,a,...]" took vet 2.1 GiB and 41 s before anything could count
+	// its values. Each value but the first needs an indicator.
+	MaxFileIndicators = 250_000
 )
+
+// indicators counts the bytes of data that may start a YAML value, and
+// the line where the count passes max (0 if it does not).
+func indicators(data []byte, max int) (n, line int) {
+	line = 1
+	for _, c := range data {
+		switch c {
+		case '\n':
+			line++
+			n++
+		case ',', '-', ':', '[', '{':
+			n++
+		default:
+			continue
+		}
+		if n > max {
+			return n, line
+		}
+	}
+	return n, 0
+}
 
 // unalias is n, or what the alias n names.
 func unalias(n *yaml.Node) *yaml.Node {

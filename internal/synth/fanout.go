@@ -151,6 +151,21 @@ func FanOuts() []FanOut {
 		files[fmt.Sprintf("policy-%02d.yaml", f)] = b.String()
 	}
 	add("many-policies", `policy-10\.yaml:1:1: error\[manifest\]: spec: with this NetworkPolicy the intent's policies hold more than 100,000 peers in all`, files)
+
+	// 11. One dense file: a flow list of more values than one file may
+	// hold, refused before it is parsed (the parser's tree is ~270 bytes
+	// a value: 16 MiB of "a," took 2.1 GiB).
+	dense := func(name string, n int) string {
+		return "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + name + "}\nspec:\n  finalizers: [" + strings.TrimSuffix(strings.Repeat("a,", n), ",") + "]\n"
+	}
+	add("dense-file", `namespace\.yaml:5: error\[manifest\]: the file holds more than 250,000 YAML values by line 5`, map[string]string{"namespace.yaml": dense("dense", 300_000)})
+
+	// 12. Many files, each within the file's bound, past the intent's.
+	files = map[string]string{}
+	for f := range 5 {
+		files[fmt.Sprintf("ns-%d.yaml", f)] = dense(fmt.Sprintf("ns-%d", f), 240_000)
+	}
+	add("many-files", `ns-4\.yaml:1:1: error\[manifest\]: with this document the intent's manifests hold more than 1,000,000 YAML values in all`, files)
 	return out
 }
 
