@@ -158,14 +158,14 @@ func FanOuts() []FanOut {
 	dense := func(name string, n int) string {
 		return "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + name + "}\nspec:\n  finalizers: [" + strings.TrimSuffix(strings.Repeat("a,", n), ",") + "]\n"
 	}
-	add("dense-file", `namespace\.yaml:5: error\[manifest\]: the file holds more than 250,000 YAML values by line 5`, map[string]string{"namespace.yaml": dense("dense", 300_000)})
+	add("dense-file", `namespace\.yaml:5: error\[manifest\]: the file holds more than 200,000 YAML values by line 5`, map[string]string{"namespace.yaml": dense("dense", 300_000)})
 
 	// 12. Many files, each within the file's bound, past the intent's.
 	files = map[string]string{}
 	for f := range 5 {
-		files[fmt.Sprintf("ns-%d.yaml", f)] = dense(fmt.Sprintf("ns-%d", f), 240_000)
+		files[fmt.Sprintf("ns-%d.yaml", f)] = dense(fmt.Sprintf("ns-%d", f), 190_000)
 	}
-	add("many-files", `ns-4\.yaml:1:1: error\[manifest\]: with this document the intent's manifests hold more than 1,000,000 YAML values in all`, files)
+	add("many-files", `ns-3\.yaml:1:1: error\[manifest\]: with this document the intent's manifests hold more than 700,000 YAML values in all`, files)
 	return out
 }
 
