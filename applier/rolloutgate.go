@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -120,17 +122,42 @@ func (g *slotGate) save(r slotRecord) error {
 	return nil
 }
 
-// takeFile reports whether the operator's request file name is there and
-// removes it.
-func (g *slotGate) takeFile(name string) bool {
+// takeRequest reports whether the operator's request file name (RetryFile,
+// AbortFile) is there for the plan with digest, and removes it. A request
+// names the plan it was asked for: one for another plan (a plan published
+// after the operator asked) is dropped, logged and reported as a
+// ReplaceRequestIgnored Event, so that an abort never hits the next plan.
+func (g *slotGate) takeRequest(name, digest string) bool {
 	path := filepath.Join(g.dir, name)
-	if _, err := os.Stat(path); err != nil {
+	data, err := readRequest(path)
+	if err != nil {
 		return false
 	}
 	if err := os.Remove(path); err != nil {
 		g.log.Warn("remove the operator's request", "file", path, "err", err)
 	}
-	return true
+	if strings.TrimSpace(string(data)) == digest {
+		return true
+	}
+	asked := strconv.Quote(strings.TrimSpace(string(data)))
+	what := strings.TrimPrefix(name, "replace-")
+	if digest == "" {
+		digest = "none"
+	}
+	g.log.Warn("the operator's request is for another plan: ignored", "request", what, "asked", asked, "plan", digest)
+	g.event("Warning", "ReplaceRequestIgnored", fmt.Sprintf("replace --%s was asked for plan %s, but the plan in force is %s (published since): the request is ignored and this plan goes on; ask again for it if meant", what, asked, digest))
+	return false
+}
+
+// readRequest reads at most a digest's worth of a request file: what
+// is longer names no plan.
+func readRequest(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, 128))
 }
 
 // halted says the operator halted the replace of the plan with digest.
@@ -158,7 +185,7 @@ func (g *slotGate) waiting() string { return g.why }
 
 func (g *slotGate) admit(ctx context.Context, p *plan.NodePlan, a replace.Admission) (kube.NodeState, string, error) {
 	rec := g.load()
-	retry := g.takeFile(statedir.RetryFile)
+	retry := g.takeRequest(statedir.RetryFile, p.Digest)
 	if rec.Halted != "" && (rec.Plan != p.Digest || retry) {
 		if retry {
 			g.log.Info("the operator retries the replace", "plan", p.Digest, "halted", rec.Halted)
@@ -360,7 +387,11 @@ func (g *slotGate) Done(ctx context.Context) {
 // another plan (replace-pending). A replace past that point is refused
 // and goes on.
 func (g *slotGate) Abort(ctx context.Context, p *plan.NodePlan, journal string, d replace.Drainer) {
-	if !g.takeFile(statedir.AbortFile) {
+	digest := ""
+	if p != nil {
+		digest = p.Digest
+	}
+	if !g.takeRequest(statedir.AbortFile, digest) {
 		return
 	}
 	j, err := replace.Abort(ctx, journal, d)
@@ -370,10 +401,6 @@ func (g *slotGate) Abort(ctx context.Context, p *plan.NodePlan, journal string, 
 		return
 	}
 	g.Done(ctx)
-	digest := ""
-	if p != nil {
-		digest = p.Digest
-	}
 	if err := g.save(slotRecord{Plan: digest, Halted: haltAborted}); err != nil {
 		g.log.Warn("record the abort", "err", err)
 	}

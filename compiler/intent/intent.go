@@ -283,6 +283,8 @@ type Manifests struct {
 	Calico  CalicoConfig
 	Files   int // how many YAML files were read
 	objects int
+	peers   int // of all policies, counted against MaxPeers
+	values  int // YAML values of all documents, counted against MaxIntentValues
 }
 
 // Len is the number of objects in m.
