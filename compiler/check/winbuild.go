@@ -47,5 +47,3 @@ func regressionText(node string, b winbuild.Build, r winbuild.Regression) string
 	return fmt.Sprintf("Windows node %s runs build %s, which has a known container-networking regression since %s: %s; install %s or later (%s)",
 		node, b, r.Introduced, r.Summary, r.Fixed, strings.Join(src[:min(2, len(src))], ", "))
 }
-
-
