@@ -83,6 +83,11 @@ type Config struct {
 	// converged it networks the plan's pods and says how many it added.
 	// Pods it added make the agent look again at once (their ACLs).
 	CNI func(context.Context, *plan.NodePlan) (int, error)
+	// OSBuild reads the node's Windows build, 10.0.<build>.<UBR>
+	// (default: RegistryBuild, the registry's; where it fails, the Node's
+	// status.nodeInfo.kernelVersion): /status osBuild, the metric
+	// hnsplan_windows_build_info and rollout.buildRegression's hold.
+	OSBuild func() (string, error)
 	// Tasks run beside the agent until Run returns (the trusted keys'
 	// watcher).
 	Tasks []func(context.Context)
@@ -209,6 +214,9 @@ type AgentStatus struct {
 	Planned    string   `json:"planSource,omitempty"`
 	Reject     string   `json:"rejected,omitempty"` // the last plan refused, why
 	Signer     string   `json:"signedBy,omitempty"` // the trusted key that signed the plan in force
+	// OSBuild is the node's Windows build and its known regression; nil
+	// while unknown.
+	OSBuild *OSBuild `json:"osBuild,omitempty"`
 }
 
 // Agent is the node agent's service: it takes verified plans from its
@@ -221,6 +229,7 @@ type Agent struct {
 	r     *Reconciler
 	loop  *Loop
 	slots *slotGate
+	build *buildWatch
 	reg   *prometheus.Registry
 	// clusters makes each pass's Cluster (passes run one at a time).
 	clusters ClusterCache
@@ -247,9 +256,16 @@ func NewAgent(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, reg: reg, ctx: context.Background(), st: AgentStatus{Node: cfg.Node, State: kube.StateWaiting}, done: make(chan error, 1)}
 	a.loop = &Loop{Pass: a.Pass, Resync: cfg.Resync, Poll: cfg.SlotPoll}
 	a.loop.Init()
+	a.build = newBuildWatch(reg)
+	a.build.registry = cfg.OSBuild
+	if a.build.registry == nil {
+		a.build.registry = RegistryBuild
+	}
 	a.slots = &slotGate{dir: cfg.StateDir, log: cfg.Log, trigger: a.loop.Trigger,
-		base: func() context.Context { return a.ctx }, event: func(string, string, string) {}}
+		base: func() context.Context { return a.ctx }, event: func(string, string, string) {}, held: a.build.regressed}
 	if k := cfg.Kube; k != nil {
+		a.build.event = k.Event
+		a.build.node = func() (string, bool) { n, ok := k.Node(); return n.KernelVersion, ok }
 		a.slots.event = k.Event
 		if cfg.Leases != nil {
 			a.slots.leases, a.slots.nodes = cfg.Leases, k.Nodes

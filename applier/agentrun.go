@@ -139,6 +139,10 @@ func (a *Agent) Pass(ctx context.Context, retries int) Next {
 	// An operator's replace --abort comes before the replace it gives up.
 	a.slots.Abort(ctx, a.r.Plan(), filepath.Join(a.cfg.StateDir, statedir.JournalFile), a.drainer())
 	a.slots.why = ""
+	osb := a.build.observe()
+	a.mu.Lock()
+	a.st.OSBuild = osb
+	a.mu.Unlock()
 	st, err := a.r.Pass(ctx, c)
 	if err != nil && ctx.Err() != nil {
 		return Wait // stopping
@@ -221,7 +225,7 @@ func (a *Agent) report(ctx context.Context, s Status) {
 	}
 	// A node that waits for a slot or an operator says why once, when it
 	// changes (slotGate.Admit), not at every poll.
-	waits := s.State == kube.StateWaiting || s.State == kube.StateRolloutWaiting || s.State == kube.StateRolloutHalted
+	waits := s.State == kube.StateWaiting || s.State == kube.StateRolloutWaiting || s.State == kube.StateRolloutHalted || s.State == kube.StateRolloutHeld
 	if s.Ops > 0 || s.LastError != "" && !waits {
 		a.cfg.Log.Info("pass", "state", s.State, "ops", s.Ops, "applied", s.Digest, "err", s.LastError)
 	}
