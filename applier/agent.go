@@ -88,6 +88,9 @@ type Config struct {
 	// status.nodeInfo.kernelVersion): /status osBuild, the metric
 	// hnsplan_windows_build_info and rollout.buildRegression's hold.
 	OSBuild func() (string, error)
+	// Control is the operator's control ConfigMap (applier/control):
+	// suspend and reconcile requests. nil: none.
+	Control ControlSource
 	// Tasks run beside the agent until Run returns (the trusted keys'
 	// watcher).
 	Tasks []func(context.Context)
@@ -217,6 +220,9 @@ type AgentStatus struct {
 	// OSBuild is the node's Windows build and its known regression; nil
 	// while unknown.
 	OSBuild *OSBuild `json:"osBuild,omitempty"`
+	// Suspended is the operator's suspension (state suspended); nil when
+	// the agent is not suspended.
+	Suspended *Suspension `json:"suspended,omitempty"`
 }
 
 // Agent is the node agent's service: it takes verified plans from its
@@ -230,6 +236,7 @@ type Agent struct {
 	loop  *Loop
 	slots *slotGate
 	build *buildWatch
+	ctl   *controlGate
 	reg   *prometheus.Registry
 	// clusters makes each pass's Cluster (passes run one at a time).
 	clusters ClusterCache
@@ -257,6 +264,7 @@ func NewAgent(cfg Config) (*Agent, error) {
 	a.loop = &Loop{Pass: a.Pass, Resync: cfg.Resync, Poll: cfg.SlotPoll}
 	a.loop.Init()
 	a.build = newBuildWatch(reg)
+	a.ctl = newControlGate(reg)
 	a.build.registry = cfg.OSBuild
 	if a.build.registry == nil {
 		a.build.registry = RegistryBuild
@@ -265,6 +273,7 @@ func NewAgent(cfg Config) (*Agent, error) {
 		base: func() context.Context { return a.ctx }, event: func(string, string, string) {}, held: a.build.regressed}
 	if k := cfg.Kube; k != nil {
 		a.build.event = k.Event
+		a.ctl.events = k.Event
 		a.build.node = func() (string, bool) { n, ok := k.Node(); return n.KernelVersion, ok }
 		a.slots.event = k.Event
 		if cfg.Leases != nil {

@@ -33,6 +33,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	for _, task := range a.cfg.Tasks {
 		goFn(func() { task(ctx) })
 	}
+	if c := a.cfg.Control; c != nil {
+		goFn(func() { c.Run(ctx, a.takeControl) })
+	}
 
 	updates := make(chan planwatch.Update)
 	goFn(func() {
@@ -129,6 +132,11 @@ func (a *Agent) takePlan(u planwatch.Update) {
 // the caches sync. With UntilConverged it ends Run once HNS matches the
 // plan in force. retries is how many passes in a row backed off.
 func (a *Agent) Pass(ctx context.Context, retries int) Next {
+	// Suspended by an operator: nothing touches HNS, not even a step of
+	// a replace under way (its journal resumes it once unsuspended).
+	if next, ok := a.suspended(ctx); ok {
+		return next
+	}
 	var c *Cluster
 	if a.cfg.Kube != nil {
 		var ok bool

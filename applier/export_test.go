@@ -7,3 +7,5 @@ func (a *Agent) TakePlan(u planwatch.Update) { a.takePlan(u) }
 
 // Defaults is Config.withDefaults, for tests that hold others to them.
 func (c Config) Defaults() Config { return c.withDefaults() }
+
+func (a *Agent) TakeControl(data map[string]string) { a.takeControl(data) }
