@@ -44,6 +44,7 @@ const (
 	phaseConverged = "converged"
 	phasePending   = "pending"
 	phaseHalted    = "halted"
+	phaseSuspended = "suspended" // its agent is suspended (rollout_control.go)
 )
 
 // nodeRollout is one node's row of `rollout status`.
@@ -77,17 +78,23 @@ type rolloutStatus struct {
 		Converged int `json:"converged"`
 		Pending   int `json:"pending"`
 		Halted    int `json:"halted"`
+		Suspended int `json:"suspended"`
 	} `json:"summary"`
 }
 
 func (s *rolloutStatus) halted() bool { return s.Summary.Halted > 0 }
-func (s *rolloutStatus) done() bool   { return s.Summary.Pending == 0 && s.Summary.Halted == 0 }
+func (s *rolloutStatus) done() bool {
+	return s.Summary.Pending == 0 && s.Summary.Halted == 0 && s.Summary.Suspended == 0
+}
 
 // haltsRollout is the definition of a halt (docs/operations.md, "Rollout
 // status"): a node halts the rollout when it holds a slot and its state is
 // blocked or error, or its last error is set and its state is not
 // replacing (a replace under way retries its own errors).
 func haltsRollout(slot, state, lastError string) bool {
+	if state == stateRolloutHeld {
+		return true // a replace held for its Windows build: no slot, but no progress without an operator
+	}
 	if slot == "" {
 		return false
 	}
@@ -147,6 +154,9 @@ func gatherRollout(ctx context.Context, cs kubernetes.Interface, namespace strin
 	}
 	for _, r := range rows {
 		switch {
+		case r.State == stateSuspended:
+			r.Phase = phaseSuspended
+			st.Summary.Suspended++
 		case haltsRollout(r.Slot, r.State, r.LastError):
 			r.Phase = phaseHalted
 			st.Summary.Halted++
@@ -190,10 +200,13 @@ func writeRollout(w io.Writer, format string, st *rolloutStatus) error {
 			held++
 		}
 	}
-	fmt.Fprintf(w, "%s: %d converged, %d pending, %d halted; %s held\n", plural(len(st.Nodes), "node"),
-		st.Summary.Converged, st.Summary.Pending, st.Summary.Halted, plural(held, "rollout slot"))
+	fmt.Fprintf(w, "%s: %d converged, %d pending, %d halted%s; %s held\n", plural(len(st.Nodes), "node"),
+		st.Summary.Converged, st.Summary.Pending, st.Summary.Halted, suspendedCount(st), plural(held, "rollout slot"))
+	writeSuspended(w, st)
 	for _, r := range st.Nodes {
-		if r.Phase == phaseHalted {
+		if r.Phase == phaseHalted && r.State == stateRolloutHeld {
+			fmt.Fprintf(w, "rollout held on %s: %s\n", r.Node, tableCell(r.LastError, 400))
+		} else if r.Phase == phaseHalted {
 			fmt.Fprintf(w, "rollout halted by %s: it holds %s in state %s; fix the node and run hnsplan-agent replace --retry on it, or hnsplan rollout resume %s to go on without it\n",
 				r.Node, r.Slot, tableCell(r.State, 32), r.Node)
 		}
@@ -274,10 +287,11 @@ Nodes' hnsplan.io/ annotations and the rollout slot Leases (hnsplan-rollout-<i>)
 ` + publishNamespace + `. status shows them; resume frees the slots of halted nodes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return &exitError{code: exitUsage, err: errors.New("rollout needs a subcommand: status or resume (hnsplan rollout --help)")}
+			return &exitError{code: exitUsage, err: errors.New("rollout needs a subcommand: status, resume, suspend, unsuspend or reconcile (hnsplan rollout --help)")}
 		},
 	}
 	cmd.AddCommand(newRolloutStatusCmd(g), newRolloutResumeCmd())
+	cmd.AddCommand(newRolloutControlCmds()...)
 	return cmd
 }
 

@@ -76,10 +76,17 @@ func resume(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface,
 	}
 	var todo []nodeRollout
 	if len(names) == 0 {
+		held := 0
 		for _, r := range st.Nodes {
-			if r.Phase == phaseHalted {
+			if note := heldNote(r); note != "" {
+				fmt.Fprintln(out, note)
+				held++
+			} else if r.Phase == phaseHalted {
 				todo = append(todo, r)
 			}
+		}
+		if len(todo) == 0 && held > 0 {
+			return nil
 		}
 		if len(todo) == 0 {
 			_, err := fmt.Fprintln(out, "no rollout is halted: nothing to free")
@@ -95,6 +102,8 @@ func resume(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface,
 			seen[n] = true
 			r, ok := rows[n]
 			switch {
+			case ok && heldNote(r) != "":
+				errs = append(errs, errors.New(heldNote(r)))
 			case !ok || r.Slot == "":
 				errs = append(errs, fmt.Errorf("node %s holds no rollout slot in %s: nothing to free (hnsplan rollout status lists the holders)", n, namespace))
 			case r.Phase != phaseHalted && !force:
