@@ -75,6 +75,9 @@ func TestRolloutBuildRegression(t *testing.T) {
 			if got := strings.Join(k.events, "\n"); strings.Count(got, "WindowsBuildRegression") != 1 || !strings.Contains(got, "RolloutHeld") {
 				t.Errorf("events:\n%s\nwant one WindowsBuildRegression and a RolloutHeld", got)
 			}
+			if got := buildInfo(t, a); got != "10.0.20348.2582 ws2022-2024-07-container-networking" {
+				t.Errorf("hnsplan_windows_build_info: %q", got)
+			}
 			// The node is updated: the hold ends by itself.
 			k.mu.Lock()
 			k.node.KernelVersion = "10.0.20348.2762"
@@ -83,6 +86,33 @@ func TestRolloutBuildRegression(t *testing.T) {
 			if st := a.Status(); st.State != kube.StateConverged || k.cordons != 1 || st.OSBuild.Regression != nil {
 				t.Fatalf("after the update: state %s (%s), %d cordons, osBuild %+v; want converged after one cordon, no regression", st.State, st.Error, k.cordons, st.OSBuild)
 			}
+			if got := buildInfo(t, a); got != "10.0.20348.2762 none" {
+				t.Errorf("hnsplan_windows_build_info after the update: %q, want the one new series", got)
+			}
 		})
 	}
+}
+
+// buildInfo is the labels of hnsplan_windows_build_info's series,
+// "build regression", "; "-separated.
+func buildInfo(t *testing.T, a *applier.Agent) string {
+	t.Helper()
+	mfs, err := a.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, mf := range mfs {
+		if mf.GetName() != "hnsplan_windows_build_info" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			out = append(out, l["build"]+" "+l["regression"])
+		}
+	}
+	return strings.Join(out, "; ")
 }

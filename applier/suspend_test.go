@@ -50,6 +50,9 @@ func TestAgentSuspended(t *testing.T) {
 			if got := strings.Join(k.events, "\n"); strings.Count(got, "AgentSuspended") != 1 {
 				t.Errorf("events:\n%s\nwant one AgentSuspended", got)
 			}
+			if got := gauge(t, a.Registry(), "hnsplan_agent_suspended"); got != 1 {
+				t.Errorf("hnsplan_agent_suspended = %v while suspended, want 1", got)
+			}
 			if last := k.statuses[len(k.statuses)-1]; last.State != kube.StateSuspended {
 				t.Errorf("the Node's state %s, want suspended", last.State)
 			}
@@ -58,6 +61,9 @@ func TestAgentSuspended(t *testing.T) {
 			pass()
 			if st := a.Status(); st.State != kube.StateConverged || h.MutatingCalls() == 0 || st.Suspended != nil {
 				t.Fatalf("unsuspended: state %s (%s), %d HNS writes; want converged", st.State, st.Error, h.MutatingCalls())
+			}
+			if got := gauge(t, a.Registry(), "hnsplan_agent_suspended"); got != 0 {
+				t.Errorf("hnsplan_agent_suspended = %v after, want 0", got)
 			}
 			if got := strings.Join(k.events, "\n"); !strings.Contains(got, "AgentUnsuspended") {
 				t.Errorf("events:\n%s\nwant AgentUnsuspended", got)
