@@ -27,6 +27,7 @@ import (
 	"github.com/hnsplan/hnsplan/applier/rollout"
 	"github.com/hnsplan/hnsplan/applier/statedir"
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/compiler/winbuild"
 	"github.com/hnsplan/hnsplan/internal/crash"
 )
 
@@ -60,6 +61,10 @@ type slotGate struct {
 	slots  *rollout.Slots
 	leases typedcoordinationv1.LeasesGetter
 	nodes  func() []kube.Node
+
+	// held is the node's Windows build and its known regression, if it
+	// has one (rollout.buildRegression hold); nil: none known.
+	held func() (winbuild.Build, winbuild.Regression, bool)
 
 	stopKeep context.CancelFunc
 	keepDone chan struct{}
@@ -174,7 +179,11 @@ func (g *slotGate) Admit(ctx context.Context, p *plan.NodePlan, a replace.Admiss
 	g.why = why
 	if why != "" && why != g.said {
 		g.log.Info("replace waits", "state", st, "why", why)
-		g.event("Normal", "RolloutWaiting", why)
+		if st == kube.StateRolloutHeld {
+			g.event("Warning", "RolloutHeld", why)
+		} else {
+			g.event("Normal", "RolloutWaiting", why)
+		}
 	}
 	g.said = why
 	return st, why, err
@@ -202,6 +211,16 @@ func (g *slotGate) admit(ctx context.Context, p *plan.NodePlan, a replace.Admiss
 	case haltAborted:
 		return kube.StateReplacePending, fmt.Sprintf("the replace for plan %s was aborted (hnsplan-agent replace --abort): "+
 			"hnsplan-agent replace --retry, or a new plan, starts it again", p.Digest), nil
+	}
+	// rollout.buildRegression hold: a replace not yet started (no slot
+	// taken, nothing cordoned or deleted) does not start on a build with
+	// a known regression. One under way goes on: stopping it half way
+	// leaves the node worse off than either end.
+	if p.Rollout.HoldsBuild() && !a.Resumed && rec.Slot == "" && g.held != nil {
+		if b, r, bad := g.held(); bad {
+			return kube.StateRolloutHeld, fmt.Sprintf("rollout held: this node runs Windows build %s, which has a known container-networking regression since %s, "+
+				"and the plan's rollout.buildRegression is hold: no replace starts (no slot, no cordon) until the node reports %s or later", b, r.Introduced, r.Fixed), nil
+		}
 	}
 	if g.slots == nil {
 		return "", "", nil

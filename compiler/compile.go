@@ -259,6 +259,11 @@ func (c *compilation) nodePlan(n *intent.Node, b ipam.Block) *plan.NodePlan {
 			// that plans compiled before the setting existed stay the same.
 			p.Rollout.VXLANChange = r.VXLANChange
 		}
+		if r.BuildRegression == plan.BuildHold {
+			// Only when set, for the same reason: proceed is what a
+			// plan without it means.
+			p.Rollout.BuildRegression = r.BuildRegression
+		}
 	}
 	bits := b.Prefix.Bits()
 	gw := b.Gateway()

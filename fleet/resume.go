@@ -47,6 +47,18 @@ func Resume(ctx context.Context, cs kubernetes.Interface, opts ResumeOptions) er
 	if err != nil {
 		return err
 	}
+	if todo == nil && len(opts.Nodes) == 0 {
+		held := 0
+		for _, r := range st.Nodes {
+			if note := heldNote(r); note != "" {
+				fmt.Fprintln(opts.Out, note)
+				held++
+			}
+		}
+		if held > 0 {
+			return nil
+		}
+	}
 	if todo == nil {
 		_, err := fmt.Fprintln(opts.Out, "no rollout is halted: nothing to free")
 		return err
@@ -71,7 +83,7 @@ func toResume(st *Status, opts ResumeOptions) ([]NodeRollout, error) {
 	var todo []NodeRollout
 	if len(opts.Nodes) == 0 {
 		for _, r := range st.Nodes {
-			if r.Phase == PhaseHalted {
+			if r.Phase == PhaseHalted && heldNote(r) == "" {
 				todo = append(todo, r)
 			}
 		}
@@ -90,6 +102,8 @@ func toResume(st *Status, opts ResumeOptions) ([]NodeRollout, error) {
 		seen[n] = true
 		r, ok := rows[n]
 		switch {
+		case ok && heldNote(r) != "":
+			errs = append(errs, errors.New(heldNote(r)))
 		case !ok || r.Slot == "":
 			errs = append(errs, fmt.Errorf("node %s holds no rollout slot in %s: nothing to free (hnsplan rollout status lists the holders)", n, opts.Namespace))
 		case r.Phase != PhaseHalted && !opts.Force:

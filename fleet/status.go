@@ -23,6 +23,7 @@ const (
 	PhaseConverged = "converged"
 	PhasePending   = "pending"
 	PhaseHalted    = "halted"
+	PhaseSuspended = "suspended" // its agent is suspended (control.go)
 )
 
 // NodeRollout is one node's row of `rollout status`.
@@ -58,20 +59,27 @@ type Status struct {
 		Converged int `json:"converged"`
 		Pending   int `json:"pending"`
 		Halted    int `json:"halted"`
+		Suspended int `json:"suspended"`
 	} `json:"summary"`
 }
 
 // Halted says whether a node halts the rollout.
 func (s *Status) Halted() bool { return s.Summary.Halted > 0 }
 
-// Done says whether the rollout ended: no node pending or halted.
-func (s *Status) Done() bool { return s.Summary.Pending == 0 && s.Summary.Halted == 0 }
+// Done says whether the rollout ended: no node pending, halted or
+// suspended (a suspended agent applies nothing, so it has not ended).
+func (s *Status) Done() bool {
+	return s.Summary.Pending == 0 && s.Summary.Halted == 0 && s.Summary.Suspended == 0
+}
 
 // haltsRollout is the definition of a halt (docs/operations.md, "Rollout
 // status"): a node halts the rollout when it holds a slot and its state is
 // blocked or error, or its last error is set and its state is not
 // replacing (a replace under way retries its own errors).
 func haltsRollout(slot, state, lastError string) bool {
+	if state == StateRolloutHeld {
+		return true // a replace held for its Windows build: no slot, but no progress without an operator
+	}
 	if slot == "" {
 		return false
 	}
@@ -137,6 +145,9 @@ func Gather(ctx context.Context, cs kubernetes.Interface, namespace string) (*St
 func (st *Status) phases(rows map[string]*NodeRollout) {
 	for _, r := range rows {
 		switch {
+		case r.State == StateSuspended:
+			r.Phase = PhaseSuspended
+			st.Summary.Suspended++
 		case haltsRollout(r.Slot, r.State, r.LastError):
 			r.Phase = PhaseHalted
 			st.Summary.Halted++
@@ -180,10 +191,13 @@ func (st *Status) Write(w io.Writer, format string) error {
 			held++
 		}
 	}
-	fmt.Fprintf(w, "%s: %d converged, %d pending, %d halted; %s held\n", plural(len(st.Nodes), "node"),
-		st.Summary.Converged, st.Summary.Pending, st.Summary.Halted, plural(held, "rollout slot"))
+	fmt.Fprintf(w, "%s: %d converged, %d pending, %d halted%s; %s held\n", plural(len(st.Nodes), "node"),
+		st.Summary.Converged, st.Summary.Pending, st.Summary.Halted, suspendedCount(st), plural(held, "rollout slot"))
+	writeSuspended(w, st)
 	for _, r := range st.Nodes {
-		if r.Phase == PhaseHalted {
+		if r.Phase == PhaseHalted && r.State == StateRolloutHeld {
+			fmt.Fprintf(w, "rollout held on %s: %s\n", r.Node, TableCell(r.LastError, 400))
+		} else if r.Phase == PhaseHalted {
 			fmt.Fprintf(w, "rollout halted by %s: it holds %s in state %s; fix the node and run hnsplan-agent replace --retry on it, or hnsplan rollout resume %s to go on without it\n",
 				r.Node, r.Slot, TableCell(r.State, 32), r.Node)
 		}

@@ -73,6 +73,15 @@ func newStatusCmd() *cobra.Command {
 			for _, m := range st.Mismatches {
 				fmt.Fprintf(out, "hns-readback-mismatch: %s\n", m)
 			}
+			if b := st.OSBuild; b != nil {
+				fmt.Fprintf(out, "windows:  %s (from the %s)\n", b.Build, b.From)
+				if r := b.Regression; r != nil {
+					fmt.Fprintf(out, "windows:  known regression since %s: %s; fixed by %s\n", r.Introduced, r.Summary, r.Fixed)
+				}
+			}
+			if s := st.Suspended; s != nil {
+				fmt.Fprintf(out, "suspended: by key %s: %s\n", s.Key, orNone(s.Reason))
+			}
 			return nil
 		},
 	}

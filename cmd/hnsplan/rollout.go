@@ -65,10 +65,11 @@ Nodes' hnsplan.io/ annotations and the rollout slot Leases (hnsplan-rollout-<i>)
 ` + publishNamespace + `. status shows them; resume frees the slots of halted nodes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return &exitError{code: exitUsage, err: errors.New("rollout needs a subcommand: status or resume (hnsplan rollout --help)")}
+			return &exitError{code: exitUsage, err: errors.New("rollout needs a subcommand: status, resume, suspend, unsuspend or reconcile (hnsplan rollout --help)")}
 		},
 	}
 	cmd.AddCommand(newRolloutStatusCmd(g), newRolloutResumeCmd())
+	cmd.AddCommand(newRolloutControlCmds()...)
 	return cmd
 }
 
