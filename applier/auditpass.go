@@ -193,3 +193,24 @@ func (a *Agent) now() time.Time {
 	}
 	return time.Now()
 }
+
+// AuditOnce is `hnsplan-agent audit`: one snapshot of c (the only HNS
+// call), audited as the agent's passes audit theirs, with the orphans'
+// ages from the state directory's record if stateDir has one (read only:
+// the running agent owns it). Without a cluster the plan's endpoints are
+// the pods. p may be nil (no plan: everything is foreign).
+func AuditOnce(ctx context.Context, c hns.Client, node string, p *plan.NodePlan, stateDir string, adapters func() ([]string, error)) (*audit.Report, error) {
+	have, err := c.Snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read HNS: %w", err)
+	}
+	var seen map[string]time.Time
+	if stateDir != "" {
+		s, err := audit.LoadSeen(filepath.Join(stateDir, statedir.SeenFile))
+		if err != nil {
+			return nil, err
+		}
+		seen = s.First
+	}
+	return AuditOf(node, p, have, AuditOptions{Adapters: adapters, Seen: seen, Now: time.Now()})
+}

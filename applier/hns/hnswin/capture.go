@@ -1,6 +1,7 @@
 package hnswin
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -278,4 +279,25 @@ func EncodeState(st *hns.State, f hns.Features, source string) (*Capture, error)
 		c.LoadBalancers = append(c.LoadBalancers, b)
 	}
 	return c, nil
+}
+
+// CaptureOf captures c: the host's HNS (a Client) as HNS wrote its
+// documents, any other hns.Client (the in-memory HNS) rendered by
+// EncodeState from a snapshot. `hnsplan-agent capture` and `diags` both
+// call it.
+func CaptureOf(ctx context.Context, c hns.Client) (*Capture, error) {
+	if cp, ok := c.(interface {
+		Capture(context.Context) (*Capture, error)
+	}); ok {
+		return cp.Capture(ctx)
+	}
+	features, err := c.Features(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read HNS: %w", err)
+	}
+	st, err := c.Snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read HNS: %w", err)
+	}
+	return EncodeState(st, features, "hnsmem")
 }
