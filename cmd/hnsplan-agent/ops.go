@@ -72,6 +72,9 @@ func newStatusCmd() *cobra.Command {
 			for _, m := range st.Mismatches {
 				fmt.Fprintf(out, "hns-readback-mismatch: %s\n", m)
 			}
+			if st.Audit != nil {
+				fmt.Fprintf(out, "audit:    %s\n", st.Audit.Summary())
+			}
 			return nil
 		},
 	}
