@@ -25,6 +25,9 @@ type AuditOptions struct {
 	// Seen is when each orphan was first seen (audit.Seen.First).
 	Seen map[string]time.Time
 	Now  time.Time
+	// Want is p's want (hns.WantFromPlan), if the caller has it: the
+	// agent keeps it per plan, since a plan's routes make it costly.
+	Want *hns.Want
 }
 
 // AuditOf audits have, one HNS snapshot, for node and plan p (nil: none
@@ -33,9 +36,12 @@ type AuditOptions struct {
 func AuditOf(node string, p *plan.NodePlan, have *hns.State, o AuditOptions) (*audit.Report, error) {
 	in := audit.Input{Node: node, Have: have, Seen: o.Seen, Now: o.Now}
 	if p != nil {
-		want, _, err := hns.WantFromPlan(p, hns.LiveValues{})
-		if err != nil {
-			return nil, fmt.Errorf("plan %s: %w", p.Digest, err)
+		want := o.Want
+		if want == nil {
+			var err error
+			if want, _, err = hns.WantFromPlan(p, hns.LiveValues{}); err != nil {
+				return nil, fmt.Errorf("plan %s: %w", p.Digest, err)
+			}
 		}
 		in.Want, in.Plan = want, p.Digest
 	}
@@ -77,6 +83,24 @@ func auditPods(p *plan.NodePlan, c *Cluster) ([]audit.Pod, string) {
 type auditor struct {
 	seen *audit.Seen
 	said string // the problems the last Event named ("" none)
+	// want is the plan's want, of the plan with digest wantFor.
+	want    *hns.Want
+	wantFor string
+}
+
+// wantOf is p's want, kept while the plan stays.
+func (au *auditor) wantOf(p *plan.NodePlan) *hns.Want {
+	if p == nil {
+		return nil
+	}
+	if au.wantFor != p.Digest {
+		w, _, err := hns.WantFromPlan(p, hns.LiveValues{})
+		if err != nil {
+			return nil // AuditOf says why
+		}
+		au.want, au.wantFor = w, p.Digest
+	}
+	return au.want
 }
 
 // auditPass audits the snapshot the pass read, reports it (metrics,
@@ -97,7 +121,7 @@ func (a *Agent) auditPass(ctx context.Context, c *Cluster, st Status) string {
 		a.audit.seen = s
 	}
 	p := a.r.Plan()
-	opts := AuditOptions{Cluster: c, Adapters: a.cfg.Adapters, Seen: a.audit.seen.First, Now: a.now()}
+	opts := AuditOptions{Cluster: c, Adapters: a.cfg.Adapters, Seen: a.audit.seen.First, Now: a.now(), Want: a.audit.wantOf(p)}
 	r, err := AuditOf(a.cfg.Node, p, have, opts)
 	if err != nil {
 		a.cfg.Log.Warn("HNS audit", "err", err)
@@ -155,10 +179,7 @@ func (a *Agent) cleanOrphans(ctx context.Context, r *audit.Report, c *Cluster, h
 	if clean == nil || len(r.Orphans) == 0 || st.State != kube.StateConverged {
 		return nil
 	}
-	g := audit.Guards{ClusterSynced: c != nil, Have: have}
-	if p := a.r.Plan(); p != nil {
-		g.Want, _, _ = hns.WantFromPlan(p, hns.LiveValues{})
-	}
+	g := audit.Guards{ClusterSynced: c != nil, Have: have, Want: a.audit.wantOf(a.r.Plan())}
 	g.Pods, _ = auditPods(nil, c)
 	// Asked only when an orphan is old enough to go: one request then.
 	g.Reachable = true

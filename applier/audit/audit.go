@@ -160,18 +160,22 @@ func Of(in Input) *Report {
 		network string
 		addr    netip.Addr
 	}
+	// Counted first, listed second: a node's thousands of remote
+	// endpoints make no list of their own.
+	count := make(map[netAddr]int, len(have.Endpoints))
+	for i := range have.Endpoints {
+		if e := &have.Endpoints[i]; e.IP.IsValid() {
+			count[netAddr{e.Network, e.IP.Addr()}]++
+		}
+	}
 	holders := map[netAddr][]*hns.Endpoint{}
 	for i := range have.Endpoints {
 		e := &have.Endpoints[i]
-		if e.IP.IsValid() {
-			k := netAddr{e.Network, e.IP.Addr()}
+		if k := (netAddr{e.Network, e.IP.Addr()}); e.IP.IsValid() && count[k] > 1 {
 			holders[k] = append(holders[k], e)
 		}
 	}
 	for k, eps := range holders {
-		if len(eps) < 2 {
-			continue
-		}
 		var names []string
 		for _, e := range eps {
 			where := "local"
