@@ -280,7 +280,7 @@ func NewAgent(cfg Config) (*Agent, error) {
 		}
 	}
 	a.r = &Reconciler{HNS: cfg.HNS, Metrics: NewMetrics(reg), Log: cfg.Log, ACLWriters: cfg.ACLWriters,
-		Owned: statedir.Record(cfg.StateDir), Echo: statedir.Baseline(cfg.StateDir), Replacer: a.replacer()}
+		Owned: statedir.Record(cfg.StateDir), Echo: statedir.Baseline(cfg.StateDir), Replacer: a.replacer(), KeepSnapshot: true}
 	if cfg.Kube != nil {
 		// Leaked pod endpoints go only while the API server answers now.
 		a.r.GC = &GC{Grace: cfg.GCGrace, Reachable: cfg.Reachable}

@@ -92,6 +92,9 @@ type Reconciler struct {
 	// not the agent's are on the network is refused before any call,
 	// rather than journalled to wait for a drain.
 	CannotDrain bool
+	// KeepSnapshot keeps the last snapshot a pass read for TakeSnapshot
+	// (the agent's audit); without it none is kept past the pass.
+	KeepSnapshot bool
 
 	mu     sync.Mutex
 	plan   *plan.NodePlan
@@ -152,6 +155,9 @@ func (r *Reconciler) Plan() *plan.NodePlan {
 
 // keepSnapshot keeps s, the latest snapshot a pass read.
 func (r *Reconciler) keepSnapshot(s *hns.State) {
+	if !r.KeepSnapshot {
+		return
+	}
 	r.mu.Lock()
 	r.snap = s
 	r.mu.Unlock()
