@@ -164,6 +164,7 @@ bench: build
 	  $(GO) test -run '^$$' -bench FreshNodeRoutes -benchtime 1x -count 1 -timeout 30m ./applier | tee -a $(BIN)/bench.txt; \
 	else echo "BenchmarkFreshNodeRoutes (applier, over 4 minutes) skipped: make bench BENCH_SLOW=1 runs it"; fi
 	$(GO) test -run '^$$' -bench 'FreshNodeCPU|AgentMemory' -benchtime 1x -count 1 -timeout 30m ./applier | tee -a $(BIN)/bench.txt
+	$(GO) test -run '^$$' -bench Audit -benchmem -count 1 ./applier/audit | tee -a $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench TimeToProtect -benchtime 5x -count 1 ./applier | tee -a $(BIN)/bench.txt
 	$(GO) test -run '^$$' -bench VXLANChangeWindow -benchtime 1x -count 1 ./applier | tee -a $(BIN)/bench.txt
 	@dir=$$(mktemp -d) && $(GO) run ./internal/synth/gen $$dir/intent && \

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	typedcoordinationv1 "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
+	"github.com/hnsplan/hnsplan/applier/audit"
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/planwatch"
@@ -91,6 +92,17 @@ type Config struct {
 	// Control is the operator's control ConfigMap (applier/control):
 	// suspend and reconcile requests. nil: none.
 	Control ControlSource
+
+	// CleanOrphans, if set, removes orphan pod endpoints the audit finds
+	// once every guard of audit.Cleanup holds (--clean-orphans; needs
+	// Kube and Reachable). nil: the audit only reports them.
+	CleanOrphans *audit.Cleanup
+	// Adapters lists the host's network adapters by name, for the
+	// audit's adapter check; nil where they cannot be listed (off
+	// Windows, the in-memory HNS): not checked.
+	Adapters func() ([]string, error)
+	// Now is the clock of the audit's orphan ages (default time.Now).
+	Now func() time.Time
 	// Tasks run beside the agent until Run returns (the trusted keys'
 	// watcher).
 	Tasks []func(context.Context)
@@ -159,6 +171,14 @@ func (c Config) Validate() error {
 	if c.Leases != nil && c.Kube == nil {
 		errs = append(errs, errors.New("Config.Leases is set without Config.Kube: rollout slots need the cluster's nodes (give both, or neither)"))
 	}
+	if c.CleanOrphans != nil {
+		if err := c.CleanOrphans.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if c.Kube == nil || c.Reachable == nil {
+			errs = append(errs, errors.New("--clean-orphans needs the cluster (--kubeconfig, or in-cluster): only the synced cluster's pods, never a plan's, tell an orphan"))
+		}
+	}
 	if c.ACLWriters < 0 || c.ACLWriters > 64 {
 		errs = append(errs, fmt.Errorf("--acl-writers %d: give 1 (one write at a time) to 64", c.ACLWriters))
 	}
@@ -223,6 +243,9 @@ type AgentStatus struct {
 	// Suspended is the operator's suspension (state suspended); nil when
 	// the agent is not suspended.
 	Suspended *Suspension `json:"suspended,omitempty"`
+
+	// Audit is the HNS audit of the last pass's snapshot (applier/audit).
+	Audit *audit.Report `json:"audit,omitempty"`
 }
 
 // Agent is the node agent's service: it takes verified plans from its
@@ -249,6 +272,8 @@ type Agent struct {
 	mismatchSaid string // the mismatches the last Event named
 	conflictSaid string // the conflict the last Event named
 	notesSaid    string // the notes the last Event named
+	audit        auditor
+	auditSummary string // the last audit's summary, the Node annotation
 	done         chan error
 }
 
@@ -282,7 +307,7 @@ func NewAgent(cfg Config) (*Agent, error) {
 		}
 	}
 	a.r = &Reconciler{HNS: cfg.HNS, Metrics: NewMetrics(reg), Log: cfg.Log, ACLWriters: cfg.ACLWriters,
-		Owned: statedir.Record(cfg.StateDir), Echo: statedir.Baseline(cfg.StateDir), Replacer: a.replacer()}
+		Owned: statedir.Record(cfg.StateDir), Echo: statedir.Baseline(cfg.StateDir), Replacer: a.replacer(), KeepSnapshot: true}
 	if cfg.Kube != nil {
 		// Leaked pod endpoints go only while the API server answers now.
 		a.r.GC = &GC{Grace: cfg.GCGrace, Reachable: cfg.Reachable}
@@ -309,10 +334,10 @@ func (a *Agent) replacer() *DrainReplacer {
 		OnState: func(s kube.NodeState) {
 			a.mu.Lock()
 			a.st.State = s
-			applied := a.st.Applied
+			applied, summary := a.st.Applied, a.auditSummary
 			a.mu.Unlock()
 			if a.cfg.Kube != nil {
-				if err := a.cfg.Kube.SetStatus(a.ctx, kube.Status{Digest: applied, State: s}); err != nil {
+				if err := a.cfg.Kube.SetStatus(a.ctx, kube.Status{Digest: applied, State: s, Audit: summary}); err != nil {
 					a.cfg.Log.Warn("node status", "err", err)
 				}
 			}

@@ -165,6 +165,11 @@ func (a *Agent) Pass(ctx context.Context, retries int) Next {
 	if err != nil {
 		a.cfg.Log.Warn("pass failed; retrying", "err", err, "retries", retries)
 	}
+	if summary := a.auditPass(ctx, c, st); summary != "" {
+		a.mu.Lock()
+		a.auditSummary = summary
+		a.mu.Unlock()
+	}
 	a.report(ctx, st)
 	next := NextAfter(st, err)
 	if p := a.r.Plan(); next == Wait && st.State == kube.StateReplacePending && p != nil && a.slots.halted(p.Digest) {
@@ -202,6 +207,7 @@ func (a *Agent) report(ctx context.Context, s Status) {
 	}
 	mismatch := strings.Join(mismatches, "; ")
 	a.mu.Lock()
+	summary := a.auditSummary
 	a.st.Applied, a.st.AppliedRoutes, a.st.State, a.st.Error, a.st.Ops, a.st.Pending, a.st.Mismatches = s.Digest, s.Routes, s.State, s.LastError, s.Ops, s.Pending, mismatches
 	a.st.Notes = s.Notes
 	notes := strings.Join(s.Notes, "; ")
@@ -249,7 +255,7 @@ func (a *Agent) report(ctx context.Context, s Status) {
 	if k == nil {
 		return
 	}
-	if err := k.SetStatus(ctx, kube.Status{Digest: s.Digest, Routes: s.Routes, State: s.State, Error: s.LastError, Mismatch: mismatch}); err != nil {
+	if err := k.SetStatus(ctx, kube.Status{Digest: s.Digest, Routes: s.Routes, State: s.State, Error: s.LastError, Mismatch: mismatch, Audit: summary}); err != nil {
 		a.cfg.Log.Warn("node status", "err", err)
 	}
 	if s.State == kube.StateConflict {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hnsplan/hnsplan/applier/audit"
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/kube"
 )
@@ -19,6 +20,9 @@ type Metrics struct {
 	lastPass prometheus.Gauge
 	mismatch prometheus.Gauge
 	conflict prometheus.Gauge
+	findings *prometheus.GaugeVec
+	lbs      prometheus.Gauge
+	removed  prometheus.Counter
 	lastDig  string
 }
 
@@ -51,7 +55,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "hnsplan_dataplane_conflict", Help: "1 while another dataplane programs this node's HNS and the agent writes nothing (state conflict).",
 		}),
 	}
-	reg.MustRegister(m.passes, m.ops, m.errors, m.drifted, m.applied, m.lastPass, m.mismatch, m.conflict)
+	m.findings = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hnsplan_hns_audit_findings", Help: "What the HNS audit of the last pass found, by kind (duplicate-ip, orphan-endpoint, endpoint-state, adapter-wrong, adapter-missing: problems; foreign-network, foreign-endpoint: reported, never touched).",
+	}, []string{"kind"})
+	m.lbs = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hnsplan_hns_load_balancers", Help: "Load balancers (kube-proxy's) HNS held at the last pass.",
+	})
+	m.removed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hnsplan_hns_orphan_endpoints_removed_total", Help: "Orphan pod endpoints removed by --clean-orphans.",
+	})
+	reg.MustRegister(m.passes, m.ops, m.errors, m.drifted, m.applied, m.lastPass, m.mismatch, m.conflict, m.findings, m.lbs, m.removed)
 	return m
 }
 
@@ -85,3 +98,20 @@ func (m *Metrics) op(op hns.Op, err error) {
 }
 
 func (m *Metrics) drift(n int) { m.drifted.Set(float64(n)) }
+
+// audit sets the audit's gauges: every kind, 0 when none was found.
+func (m *Metrics) audit(r *audit.Report) {
+	if m == nil {
+		return
+	}
+	for _, f := range r.Findings {
+		m.findings.WithLabelValues(f.Kind).Set(float64(f.Count))
+	}
+	m.lbs.Set(float64(r.LoadBalancers))
+}
+
+func (m *Metrics) orphanRemoved() {
+	if m != nil {
+		m.removed.Inc()
+	}
+}

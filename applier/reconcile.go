@@ -92,6 +92,9 @@ type Reconciler struct {
 	// not the agent's are on the network is refused before any call,
 	// rather than journalled to wait for a drain.
 	CannotDrain bool
+	// KeepSnapshot keeps the last snapshot a pass read for TakeSnapshot
+	// (the agent's audit); without it none is kept past the pass.
+	KeepSnapshot bool
 
 	mu     sync.Mutex
 	plan   *plan.NodePlan
@@ -100,6 +103,9 @@ type Reconciler struct {
 	loaded bool
 	echo   *hns.Echo // the baseline, loaded at the first pass
 	fights fights    // another writer of the pod endpoints' ACLs
+	// snap is the last snapshot the pass read, for the audit
+	// (TakeSnapshot): it reads HNS no more than the pass did.
+	snap *hns.State
 	// seen is, after a policy-only pass, the pod endpoints it left (their
 	// IDs and addresses, endpointsSeen): the endpoint poll compares HNS
 	// with it.
@@ -145,6 +151,28 @@ func (r *Reconciler) Plan() *plan.NodePlan {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.plan
+}
+
+// keepSnapshot keeps s, the latest snapshot a pass read.
+func (r *Reconciler) keepSnapshot(s *hns.State) {
+	if !r.KeepSnapshot {
+		return
+	}
+	r.mu.Lock()
+	r.snap = s
+	r.mu.Unlock()
+}
+
+// TakeSnapshot returns the last snapshot the last pass read of HNS (after
+// its writes, if it wrote), or nil if it read none, and forgets it: the
+// audit's view, at no HNS call of its own. Diff may have sorted it; its
+// objects are as HNS holds them.
+func (r *Reconciler) TakeSnapshot() *hns.State {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.snap
+	r.snap = nil
+	return s
 }
 
 // Status returns the status of the last pass.
@@ -209,6 +237,7 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 		if err != nil {
 			return Status{}, fmt.Errorf("read HNS: %w", err)
 		}
+		r.keepSnapshot(have)
 		ops := hns.Diff(have, want)
 		if r.Metrics != nil && round == 0 {
 			r.Metrics.drift(len(ops))
@@ -274,6 +303,7 @@ func (r *Reconciler) pass(ctx context.Context, c *Cluster) (Status, error) {
 			if now, err = r.HNS.Snapshot(ctx); err != nil {
 				return Status{Ops: len(ops), Pending: pending}, fmt.Errorf("read HNS back after %d ops: %w", len(ops), err)
 			}
+			r.keepSnapshot(now)
 		}
 		if want.Echo.Record(ops, now) {
 			r.saveEcho(want.Echo)

@@ -334,7 +334,10 @@ func TestDeployNodePatchOwnNodeOwnFields(t *testing.T) {
 
 	// What the agent writes, through its own code: status, tunnel, cordon.
 	agent := kube.New(agentA, nil, f.nodeA)
-	if err := agent.SetStatus(ctx, kube.Status{Digest: "sha256:" + strings.Repeat("ab", 32), State: kube.StateError, Error: "boom"}); err != nil {
+	// Every field of its status: each annotation the agent writes must
+	// pass the policy (applied-routes and readback-mismatch once did not).
+	if err := agent.SetStatus(ctx, kube.Status{Digest: "sha256:" + strings.Repeat("ab", 32), Routes: "sha256:" + strings.Repeat("ef", 32),
+		State: kube.StateReadbackMismatch, Error: "boom", Mismatch: "network Calico VNI: sent 4096, read 0", Audit: "2 problems: duplicate-ip 1 (Calico 10.244.1.5); orphan-endpoint 1 (gone 10.244.1.9)"}); err != nil {
 		t.Errorf("agent of A sets its status: %v", err)
 	}
 	if err := agent.SetStatus(ctx, kube.Status{Digest: "sha256:" + strings.Repeat("cd", 32), State: kube.StateConverged}); err != nil {

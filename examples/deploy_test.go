@@ -495,7 +495,8 @@ func TestDeployEvictionPolicyParams(t *testing.T) {
 }
 
 // The node policy lets the agent write exactly the annotations applier/kube
-// writes, and compares every field of a Node's spec but unschedulable.
+// writes (kube.AgentAnnotations: before it, applied-routes and
+// readback-mismatch were written and refused), and compares every field of a Node's spec but unschedulable.
 func TestDeployNodePolicyFields(t *testing.T) {
 	p, _ := policyByName(t, "hnsplan-agent-own-node")
 	var keys []string
@@ -508,8 +509,7 @@ func TestDeployNodePolicyFields(t *testing.T) {
 			}
 		}
 	}
-	want := []string{kube.AnnotationDigest, kube.AnnotationState, kube.AnnotationLastError, kube.AnnotationCordoned,
-		kube.AnnotationTunnelAddr, kube.AnnotationTunnelMAC}
+	want := slices.Clone(kube.AgentAnnotations) // what the agent writes (applier/kube TestAgentAnnotations)
 	slices.Sort(keys)
 	slices.Sort(want)
 	if !slices.Equal(keys, want) {

@@ -22,6 +22,7 @@
 package hns
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -86,10 +87,53 @@ type Endpoint struct {
 	Remote  bool         `json:"remote,omitempty"` // Flags RemoteEndpoint
 	// HostAttached is an L2Bridge host endpoint attached to the host.
 	HostAttached bool `json:"hostAttached,omitempty"`
+	// Attached says the endpoint is in a namespace other than the host's
+	// (a container's compartment: v2's HostComputeNamespace), or, in a v1
+	// document, shared with containers (SharedContainers, State Attached
+	// or AttachedSharing). A sandbox may still use it.
+	Attached bool `json:"attached,omitempty"`
+	// Health is what HNS says of the endpoint's condition; nil when it
+	// says nothing, which is the case on every host read through the v2
+	// API (see EndpointHealth).
+	Health *EndpointHealth `json:"health,omitempty"`
 	// Policies are the endpoint's non-ACL policies (ProviderAddress,
 	// OutBoundNAT, SDNRoute, ...), ACLs its ACL policies.
 	Policies []plan.Policy `json:"policies,omitempty"`
 	ACLs     []plan.ACL    `json:"acls,omitempty"`
+}
+
+// EndpointHealth is the condition HNS reports of an endpoint. Only HNS's
+// v1 documents carry it: State (hcsshim's internal/hns EndpointState:
+// Uninitialized, Created, Attached, AttachedSharing, Detached, Degraded,
+// Destroyed — which Calico reads to find stale endpoints) and
+// Health.LastErrorCode (a real v1 Get-HNSEndpoint shows
+// {"LastErrorCode": 0, ...}). hcsshim v0.15's v2 HostComputeEndpoint has
+// no State, and its Health is {Data, Extra}, which says nothing the agent
+// can read: endpoints read through v2 have no EndpointHealth.
+type EndpointHealth struct {
+	// State is the v1 State's name ("" when the document had none).
+	State string `json:"state,omitempty"`
+	// LastErrorCode is v1's Health.LastErrorCode (0: no error).
+	LastErrorCode uint32 `json:"lastErrorCode,omitempty"`
+}
+
+// Bad says whether HNS reports the endpoint unusable or failed, and why:
+// State Degraded, Detached or Destroyed, or a LastErrorCode.
+func (h *EndpointHealth) Bad() (string, bool) {
+	if h == nil {
+		return "", false
+	}
+	switch h.State {
+	case "Degraded", "Detached", "Destroyed":
+		if h.LastErrorCode != 0 {
+			return fmt.Sprintf("state %s, last error 0x%08X", h.State, h.LastErrorCode), true
+		}
+		return "state " + h.State, true
+	}
+	if h.LastErrorCode != 0 {
+		return fmt.Sprintf("last error 0x%08X", h.LastErrorCode), true
+	}
+	return "", false
 }
 
 // LoadBalancer is a kube-proxy load balancer (foreign).

@@ -577,3 +577,45 @@ func countPatches(cs *fake.Clientset) int {
 	}
 	return n
 }
+
+// TestAgentAnnotations: every annotation the agent writes on its Node —
+// each status field set, its cordon, its tunnel — is in AgentAnnotations
+// (what deploy/node-patch-policy.yaml admits, examples/deploy_test.go),
+// and every one listed is written: the list and the writes are one.
+func TestAgentAnnotations(t *testing.T) {
+	ctx := context.Background()
+	cs, dyn := newFakes(t, []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "win-1",
+		Annotations: map[string]string{"other": "kept"}}}})
+	c := New(cs, dyn, "win-1")
+	startSynced(t, c)
+	// Every field of Status set: a new field that writes an annotation
+	// must be set here, or this test's count of writes falls short.
+	st := Status{Digest: "sha256:1", Routes: "sha256:2", State: StateReadbackMismatch, Error: "e", Mismatch: "m", Audit: "1 problems"}
+	if n := reflect.TypeFor[Status]().NumField(); n != 6 {
+		t.Fatalf("Status has %d fields; set each in this test", n)
+	}
+	if err := c.SetStatus(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Cordon(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PublishTunnel(ctx, "00-15-5D-7A-00-22", netip.MustParseAddr("10.244.7.0")); err != nil {
+		t.Fatal(err)
+	}
+	n, err := cs.CoreV1().Nodes().Get(ctx, "win-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wrote []string
+	for k := range n.Annotations {
+		if k != "other" {
+			wrote = append(wrote, k)
+		}
+	}
+	slices.Sort(wrote)
+	listed := slices.Sorted(slices.Values(AgentAnnotations))
+	if !slices.Equal(wrote, listed) {
+		t.Errorf("the agent writes %q; AgentAnnotations lists %q", wrote, listed)
+	}
+}

@@ -23,7 +23,18 @@ const (
 	// AnnotationCordoned marks a cordon made by the agent, so that after a
 	// restart it knows to lift it, and never lifts an operator's.
 	AnnotationCordoned = "hnsplan.io/cordoned-by-agent"
+	// AnnotationAudit is the summary of the HNS audit (applier/audit), at
+	// most 1 KiB.
+	AnnotationAudit = "hnsplan.io/audit"
 )
+
+// AgentAnnotations are every Node annotation the agent writes: its
+// status (SetStatus), its cordon marker and the VXLAN tunnel for Calico's
+// Linux nodes (PublishTunnel). deploy/node-patch-policy.yaml admits
+// exactly these (examples/deploy_test.go), and a test here holds every
+// write to them.
+var AgentAnnotations = []string{AnnotationDigest, AnnotationRoutes, AnnotationState, AnnotationLastError, AnnotationReadbackMismatch,
+	AnnotationAudit, AnnotationCordoned, AnnotationTunnelAddr, AnnotationTunnelMAC}
 
 // NodeState is the node's state as the agent reports it: the Node
 // annotation hnsplan.io/state, `state` in /status and the state label of
@@ -80,6 +91,8 @@ type Status struct {
 	// Mismatch is the read-back mismatches, one line; "" removes
 	// hnsplan.io/readback-mismatch.
 	Mismatch string
+	// Audit is the HNS audit's summary; "" removes hnsplan.io/audit.
+	Audit string
 }
 
 // SetStatus writes st to this Node's hnsplan.io/ annotations with a JSON
@@ -87,7 +100,7 @@ type Status struct {
 // cache already shows exactly these values, so calling it after every
 // reconcile costs nothing while nothing changes.
 func (c *Client) SetStatus(ctx context.Context, st Status) error {
-	want := map[string]string{AnnotationDigest: st.Digest, AnnotationRoutes: st.Routes, AnnotationState: string(st.State), AnnotationLastError: st.Error, AnnotationReadbackMismatch: st.Mismatch}
+	want := map[string]string{AnnotationDigest: st.Digest, AnnotationRoutes: st.Routes, AnnotationState: string(st.State), AnnotationLastError: st.Error, AnnotationReadbackMismatch: st.Mismatch, AnnotationAudit: st.Audit}
 	if n, ok := c.Node(); ok {
 		same := true
 		for k, v := range want {

@@ -32,6 +32,7 @@ const (
 	AbortFile   = "replace-abort"        // an operator's --abort of a replace
 	NetworkFile = "network.json"         // the network the agent owns
 	EchoFile    = "echo.json"            // the baseline of what HNS echoes (hns.Echo)
+	SeenFile    = "audit-seen.json"      // when the audit first saw each orphan endpoint (applier/audit)
 	LockFile    = "lock"                 // held by the running agent
 )
 

@@ -13,11 +13,6 @@ import (
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
-// capturer is an HNS that captures itself as HNS wrote it (hnswin).
-type capturer interface {
-	Capture(ctx context.Context) (*hnswin.Capture, error)
-}
-
 func newCaptureCmd() *cobra.Command {
 	var out, hnsFlag string
 	var mem memOptions
@@ -45,20 +40,7 @@ It changes nothing and needs no state directory.`,
 			if ctx == nil {
 				ctx = context.Background()
 			}
-			var c *hnswin.Capture
-			if cp, ok := client.(capturer); ok {
-				c, err = cp.Capture(ctx)
-			} else {
-				features, ferr := client.Features(ctx)
-				if ferr != nil {
-					return &exitError{code: exitFailed, err: fmt.Errorf("read HNS: %w", ferr)}
-				}
-				st, serr := client.Snapshot(ctx)
-				if serr != nil {
-					return &exitError{code: exitFailed, err: fmt.Errorf("read HNS: %w", serr)}
-				}
-				c, err = hnswin.EncodeState(st, features, "hnsmem")
-			}
+			c, err := hnswin.CaptureOf(ctx, client)
 			if err != nil {
 				return &exitError{code: exitFailed, err: err}
 			}

@@ -56,7 +56,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	root.SetArgs(args)
 	root.Version = buildinfo.Get().Line("hnsplan-agent") // --version
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(newApplyCmd(), newRunCmd(), newStatusCmd(), newReplaceCmd(), newCaptureCmd(), newInstallCmd(), newUninstallCmd(), newVersionCmd())
+	root.AddCommand(newApplyCmd(), newRunCmd(), newStatusCmd(), newReplaceCmd(), newCaptureCmd(), newAuditCmd(), newDiagsCmd(), newInstallCmd(), newUninstallCmd(), newVersionCmd())
 	err := root.Execute()
 	if err == nil {
 		return exitOK

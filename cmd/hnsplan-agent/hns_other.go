@@ -24,3 +24,7 @@ func defaultStateDir() string { return "/var/lib/hnsplan" }
 // hostRoutes is the host's routing table as the replace sees it: only
 // Windows has one HNS can disturb, so elsewhere it is in memory.
 func hostRoutes() replace.HostRoutes { return replace.NewMemRoutes() }
+
+// hostAdapters: the host's adapters matter only to the host's HNS, which
+// is Windows only.
+func hostAdapters(string) func() ([]string, error) { return nil }

@@ -5,6 +5,7 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 
@@ -48,3 +49,24 @@ func defaultStateDir() string {
 // hostRoutes is the host's IP routing table, which creating a network can
 // disturb (the vSwitch takes over the NIC).
 func hostRoutes() replace.HostRoutes { return replace.WindowsRoutes{} }
+
+// hostAdapters lists the host's network adapters for the audit's adapter
+// check, with the host's HNS (--hns windows*): GetAdaptersAddresses
+// through net.Interfaces, whose names are the adapters' friendly names,
+// the form of a network's NetAdapterName. nil for the in-memory HNS.
+func hostAdapters(flag string) func() ([]string, error) {
+	if flag != "windows" && flag != "windows-v1" {
+		return nil
+	}
+	return func() ([]string, error) {
+		ifs, err := net.Interfaces()
+		if err != nil {
+			return nil, err
+		}
+		names := make([]string, len(ifs))
+		for i, f := range ifs {
+			names[i] = f.Name
+		}
+		return names, nil
+	}
+}

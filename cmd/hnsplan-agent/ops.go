@@ -82,6 +82,9 @@ func newStatusCmd() *cobra.Command {
 			if s := st.Suspended; s != nil {
 				fmt.Fprintf(out, "suspended: by key %s: %s\n", s.Key, orNone(s.Reason))
 			}
+			if st.Audit != nil {
+				fmt.Fprintf(out, "audit:    %s\n", st.Audit.Summary())
+			}
 			return nil
 		},
 	}

@@ -20,6 +20,8 @@ import (
 
 	"github.com/hnsplan/hnsplan/applier"
 	"github.com/hnsplan/hnsplan/applier/control"
+
+	"github.com/hnsplan/hnsplan/applier/audit"
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
 	"github.com/hnsplan/hnsplan/applier/kube"
@@ -38,6 +40,9 @@ type runFlags struct {
 	mem                                                           memOptions
 	resync, drainTimeout, gcGrace, endpointPoll                   time.Duration
 	untilConverged, simulateCNI, trustedKeysCM                    bool
+	cleanOrphans                                                  bool
+	cleanOrphansAge                                               time.Duration
+	cleanOrphansMax                                               int
 
 	client hns.Client // tests: this HNS instead of --hns
 }
@@ -62,6 +67,9 @@ func (f *runFlags) register(cmd *cobra.Command) {
 	fl.BoolVar(&f.simulateCNI, "simulate-cni", false, "with --hns mem: network the plan's pods as the CNI would")
 	fl.StringVar(&f.trustedKeys, "trusted-keys", "", trustedKeysHelp)
 	fl.BoolVar(&f.trustedKeysCM, "trusted-keys-configmap", false, trustedKeysCMHelp)
+	fl.BoolVar(&f.cleanOrphans, "clean-orphans", false, "remove orphan pod endpoints the HNS audit finds (the IP no pod in the cluster has, not remote, not the host's, not attached, a unique name, orphaned past --clean-orphans-age, the API server answering); off: reported only")
+	fl.DurationVar(&f.cleanOrphansAge, "clean-orphans-age", audit.DefaultCleanupAge, "with --clean-orphans: how long an endpoint must have been orphaned (by the agent's record in --state-dir; at least 1m)")
+	fl.IntVar(&f.cleanOrphansMax, "clean-orphans-max", audit.DefaultCleanupMax, "with --clean-orphans: how many endpoints one pass removes at most")
 }
 
 func newRunCmd() *cobra.Command {
@@ -77,7 +85,11 @@ cluster change, and every --resync for drift. A change HNS cannot make in place 
 journalled replace (cordon, drain, recreate, uncordon), or waits for
 'hnsplan-agent replace --confirm' when the plan says replacement: manual.
 
-Status goes to the Node's hnsplan.io/ annotations and Events, and to /status.
+Status goes to the Node's hnsplan.io/ annotations and Events, and to /status. Each pass
+also audits the HNS it read (duplicate IPs, orphan and failed endpoints, the network's
+adapter, foreign objects; hnsplan-agent audit runs it once): metrics, /status audit,
+hnsplan.io/audit, and the Events HNSAuditProblems and HNSAuditResolved. With
+--clean-orphans it removes the orphan endpoints every guard lets go.
 Under the Windows service control manager it runs as the service 'hnsplan-agent'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -130,7 +142,10 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 	defer sd.close()
 	cfg := applier.Config{Node: f.node, HNS: client, HNSName: f.hns, StateDir: sd.dir, HostRoutes: hostRoutes(),
 		Listen: f.listen, Resync: f.resync, DrainTimeout: f.drainTimeout, GCGrace: f.gcGrace, EndpointPoll: f.endpointPoll, ACLWriters: f.aclWriters,
-		UntilConverged: f.untilConverged, Log: log}
+		UntilConverged: f.untilConverged, Log: log, Adapters: hostAdapters(f.hns)}
+	if f.cleanOrphans {
+		cfg.CleanOrphans = &audit.Cleanup{Age: f.cleanOrphansAge, Max: f.cleanOrphansMax}
+	}
 	if m, ok := client.(*hnsmem.HNS); ok && f.simulateCNI {
 		cfg.CNI = func(_ context.Context, p *plan.NodePlan) (int, error) { return simulatePods(m, p) }
 	}

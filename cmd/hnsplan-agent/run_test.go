@@ -198,3 +198,24 @@ func TestAgentNode(t *testing.T) {
 		})
 	}
 }
+
+// TestRunCleanOrphansNeedsCluster: --clean-orphans without a cluster is
+// a usage error: only the synced cluster's pods, never a plan's, tell an
+// orphan; and an age below a minute is refused.
+func TestRunCleanOrphansNeedsCluster(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "") // not in a cluster
+	plan := filepath.Join(t.TempDir(), "win-1.json")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--clean-orphans"}, "--clean-orphans needs the cluster"},
+		{[]string{"--clean-orphans", "--clean-orphans-age", "5s"}, "--clean-orphans-age 5s: give 1m0s or more"},
+	} {
+		var out, errOut bytes.Buffer
+		args := append([]string{"run", "--plan", plan, "--node", "win-1", "--hns", "mem", "--listen", "127.0.0.1:0"}, tc.args...)
+		if code := run(args, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, %s; want %d and %q", tc.args, code, errOut.String(), exitUsage, tc.want)
+		}
+	}
+}

@@ -48,6 +48,10 @@ func cloneNetwork(n *hns.Network) hns.Network {
 
 func cloneEndpoint(e *hns.Endpoint) hns.Endpoint {
 	c := *e
+	if e.Health != nil {
+		h := *e.Health
+		c.Health = &h
+	}
 	c.Policies = clonePolicies(e.Policies)
 	c.ACLs = slices.Clone(e.ACLs)
 	return c

@@ -432,8 +432,12 @@ func (m *HNS) AddNetwork(n hns.Network) error {
 // then its load balancers. s is what a snapshot of a real node reads (a
 // capture, `hnsplan-agent capture`): HNS's IDs are not kept (the model
 // gives its own), names and everything else are. Each object is
-// validated like a create; the first one refused stops the seeding, with
-// what was added before it kept. Not recorded.
+// validated like a create, but for the address: two endpoints of a
+// network that share one (a stale endpoint a CNI failed to delete, whose
+// address a new pod got: Azure/AKS#5653) are what a real node may hold,
+// and are kept. The first object refused stops the seeding, with what was
+// added before it kept. An endpoint's Attached and Health (a v1
+// document's State) are kept. Not recorded.
 func (m *HNS) Seed(s *hns.State) error {
 	for i := range s.Networks {
 		n := s.Networks[i]
@@ -445,7 +449,7 @@ func (m *HNS) Seed(s *hns.State) error {
 	for i := range s.Endpoints {
 		e := s.Endpoints[i]
 		e.ID = ""
-		if err := m.addEndpoint(e); err != nil {
+		if err := m.seedEndpoint(e); err != nil {
 			return fmt.Errorf("seeding endpoint %q: %w", e.Name, err)
 		}
 	}
@@ -472,6 +476,15 @@ func (m *HNS) AddPodEndpoint(network, name string, ip netip.Prefix, mac string, 
 // the network's subnets. Not recorded.
 func (m *HNS) AddRemoteEndpoint(network, name string, ip netip.Prefix, mac string, policies []plan.Policy) error {
 	return m.addEndpoint(hns.Endpoint{Name: name, Network: network, IP: ip, MAC: mac, Remote: true, Policies: policies})
+}
+
+func (m *HNS) seedEndpoint(e hns.Endpoint) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.transact(func(t *txn) error {
+		t.seeding = true
+		return t.createEndpoint("hcnCreateEndpoint", &e)
+	})
 }
 
 func (m *HNS) addEndpoint(e hns.Endpoint) error {

@@ -19,6 +19,10 @@ type txn struct {
 	// owned are the networks whose RemoteRoutes the transaction has
 	// copied (copyState shares them with the committed state).
 	owned map[string]bool
+	// seeding adds what a node already holds (Seed): HNS holds it, so
+	// what a create would refuse of it (an address another endpoint of
+	// the network holds, Azure/AKS#5653) is taken as it is.
+	seeding bool
 }
 
 // ownRoutes gives n (network name) RemoteRoutes of the transaction's
@@ -432,7 +436,7 @@ func (t *txn) checkEndpointIP(call string, n *hns.Network, spec *hns.Endpoint) e
 	// Two endpoints of a network cannot share an address (an assumption:
 	// ADDR_INVALID_OR_RESERVED, hcsshim-hns.md §3 "Errors", is the
 	// closest documented code), unless QuirkDuplicateEndpointIPs.
-	if t.cfg.quirks.has(QuirkDuplicateEndpointIPs) {
+	if t.cfg.quirks.has(QuirkDuplicateEndpointIPs) || t.seeding {
 		return nil
 	}
 	for _, o := range t.st.EndpointsOn(n.Name) {

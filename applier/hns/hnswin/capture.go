@@ -1,8 +1,10 @@
 package hnswin
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hnsplan/hnsplan/applier/hns"
@@ -134,6 +136,13 @@ type (
 		MacAddress           string        `json:"MacAddress,omitempty"`
 		Flags                uint32        `json:"Flags,omitempty"`
 		SchemaVersion        struct{ Major, Minor int }
+		// v1's State and Health, only for a model state that holds them
+		// (seeded from a v1 document): HNS's v2 documents carry neither.
+		State  *uint16    `json:"State,omitempty"`
+		Health *encHealth `json:"Health,omitempty"`
+	}
+	encHealth struct {
+		LastErrorCode uint32 `json:"LastErrorCode"`
 	}
 	encIPConfig struct {
 		IpAddress    string `json:"IpAddress"`
@@ -141,8 +150,13 @@ type (
 	}
 )
 
-// hostDefaultID is the ID EncodeState gives the host's default namespace.
-const hostDefaultID = "00000000-0000-0000-0000-00000000d0d0"
+// hostDefaultID is the ID EncodeState gives the host's default namespace,
+// containerNamespaceID the one it names for an endpoint attached to a
+// container's (a namespace it does not list, as a capture may not).
+const (
+	hostDefaultID        = "00000000-0000-0000-0000-00000000d0d0"
+	containerNamespaceID = "00000000-0000-0000-0000-00000000c0c0"
+)
 
 // EncodeState renders a state of the model (the in-memory HNS's) as the
 // documents HNS would write for it, v2: networks with their policies
@@ -219,6 +233,15 @@ func EncodeState(st *hns.State, f hns.Features, source string) (*Capture, error)
 		if e.HostAttached {
 			w.HostComputeNamespace = hostDefaultID
 			attached = append(attached, e.ID)
+		} else if e.Attached {
+			w.HostComputeNamespace = containerNamespaceID
+		}
+		if h := e.Health; h != nil {
+			w.Health = &encHealth{LastErrorCode: h.LastErrorCode}
+			if i := slices.Index(v1EndpointStates, h.State); i >= 0 {
+				st := uint16(i)
+				w.State = &st
+			}
 		}
 		ps, err := endpointPolicies(e.Policies, e.ACLs)
 		if err != nil {
@@ -256,4 +279,25 @@ func EncodeState(st *hns.State, f hns.Features, source string) (*Capture, error)
 		c.LoadBalancers = append(c.LoadBalancers, b)
 	}
 	return c, nil
+}
+
+// CaptureOf captures c: the host's HNS (a Client) as HNS wrote its
+// documents, any other hns.Client (the in-memory HNS) rendered by
+// EncodeState from a snapshot. `hnsplan-agent capture` and `diags` both
+// call it.
+func CaptureOf(ctx context.Context, c hns.Client) (*Capture, error) {
+	if cp, ok := c.(interface {
+		Capture(context.Context) (*Capture, error)
+	}); ok {
+		return cp.Capture(ctx)
+	}
+	features, err := c.Features(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read HNS: %w", err)
+	}
+	st, err := c.Snapshot(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read HNS: %w", err)
+	}
+	return EncodeState(st, features, "hnsmem")
 }

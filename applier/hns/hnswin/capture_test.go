@@ -44,6 +44,16 @@ func TestCaptureRoundTrip(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// As a node seeded from a v1 capture holds them: a sandbox's
+	// endpoint, one HNS reports degraded, a stale one on pod_Calico's
+	// address (Seed keeps it).
+	if err := h.Seed(&hns.State{Endpoints: []hns.Endpoint{
+		{Name: "attached_Calico", Network: "Calico", IP: netip.MustParsePrefix("192.168.0.6/26"), Attached: true},
+		{Name: "degraded_Calico", Network: "Calico", IP: netip.MustParsePrefix("192.168.0.7/26"), Health: &hns.EndpointHealth{State: "Degraded", LastErrorCode: 0x803B0002}},
+		{Name: "stale_Calico", Network: "Calico", IP: netip.MustParsePrefix("192.168.0.5/26")},
+	}}); err != nil {
+		t.Fatal(err)
+	}
 	want, err := h.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)

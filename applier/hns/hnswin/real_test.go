@@ -221,7 +221,7 @@ func TestRealEndpointsOfOtherCNIs(t *testing.T) {
 		networks: map[string]*hns.Network{"a7d41c2e-6f58-4b0a-9e31-c5b2f8d06e49": {Name: "azure", Type: "L2Bridge",
 			Subnets: []hns.Subnet{{Prefix: prefix("10.224.0.0/16"), Gateway: addr("10.224.0.1")}}}},
 		want: hns.Endpoint{ID: "5c8e2f4a-1b7d-4e93-a6c0-2d9f8b3e7a15", Name: "590ef921-eth0", Network: "azure",
-			IP: prefix("10.224.0.37/16"), MAC: "00-15-5D-2E-7A-41",
+			IP: prefix("10.224.0.37/16"), MAC: "00-15-5D-2E-7A-41", Attached: true, // in its pod's HostComputeNamespace
 			Policies: []plan.Policy{
 				plan.NewPolicy(plan.OutBoundNAT{Exceptions: []netip.Prefix{prefix("10.224.0.0/16"), prefix("10.224.0.0/12")}}),
 				plan.NewPolicy(plan.SDNRoute{DestinationPrefix: prefix("10.0.0.0/16"), NeedEncap: true}),
@@ -237,7 +237,7 @@ func TestRealEndpointsOfOtherCNIs(t *testing.T) {
 		networks: map[string]*hns.Network{"0c5e8a2d-9f14-4c6b-b7e3-d1a4f6c92b58": {Name: "vpcbr0ea1551f9f9a", Type: "L2Bridge",
 			Subnets: []hns.Subnet{{Prefix: prefix("10.0.1.0/24"), Gateway: addr("10.0.1.1")}}}},
 		want: hns.Endpoint{ID: "e2b9d7c4-3a6f-4d18-8b5e-7f0a1c9d2e63", Name: "cid-6f1a9c3e-84d2-4b7f-a05c-3e9d2b7f1a84", Network: "vpcbr0ea1551f9f9a",
-			IP: prefix("10.0.1.143/24"), MAC: "00-15-5D-8C-1F-27",
+			IP: prefix("10.0.1.143/24"), MAC: "00-15-5D-8C-1F-27", Attached: true,
 			Policies: []plan.Policy{
 				plan.NewPolicy(plan.OutBoundNAT{Exceptions: []netip.Prefix{prefix("10.0.0.0/16"), prefix("172.20.0.0/16")}}),
 				plan.NewPolicy(plan.SDNRoute{DestinationPrefix: prefix("172.20.0.0/16"), NeedEncap: true}),
@@ -263,5 +263,48 @@ func TestRealEndpointsOfOtherCNIs(t *testing.T) {
 				t.Errorf("decoded as\n%+v\nwant\n%+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestRealEndpointHealth: what HNS says of an endpoint's condition is read
+// where it says it — a real v1 document's Health.LastErrorCode (0) and a
+// v1 State — and nowhere else: a v2 document (hcn's Health is {Data,
+// Extra}) reads as not told (nil), which the audit reports as not checked.
+func TestRealEndpointHealth(t *testing.T) {
+	e, err := decodeEndpoint(readReal(t, "03-endpoint-v1-calico-overlay-pod.json"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Health == nil || e.Health.LastErrorCode != 0 || e.Health.State != "" {
+		t.Errorf("real v1 endpoint: health %+v, want LastErrorCode 0 and no State", e.Health)
+	}
+	if why, bad := e.Health.Bad(); bad {
+		t.Errorf("real v1 endpoint without error reads as bad: %s", why)
+	}
+	v2, err := decodeEndpoint(readReal(t, "08-endpoint-v2-azurecni-aks.json"), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2.Health != nil {
+		t.Errorf("v2 endpoint: health %+v, want nil (v2 says nothing)", v2.Health)
+	}
+	for _, tc := range []struct {
+		doc, why string
+		attached bool
+	}{
+		{`{"ID":"a","Name":"x","State":5,"Health":{"LastErrorCode":0}}`, "state Degraded", false},
+		{`{"ID":"a","Name":"x","State":2}`, "", true},
+		{`{"ID":"a","Name":"x","State":4,"Health":{"LastErrorCode":2150301698}}`, "state Detached, last error 0x802B0002", false},
+		{`{"ID":"a","Name":"x","Health":{"LastErrorCode":2150301698}}`, "last error 0x802B0002", false},
+		{`{"ID":"a","Name":"x","SharedContainers":["c1"]}`, "", true},
+	} {
+		e, err := decodeEndpoint([]byte(tc.doc), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		why, _ := e.Health.Bad()
+		if why != tc.why || e.Attached != tc.attached {
+			t.Errorf("%s: bad %q attached %v, want %q %v", tc.doc, why, e.Attached, tc.why, tc.attached)
+		}
 	}
 }

@@ -72,7 +72,17 @@ type wireEndpoint struct {
 	IPAddress          string
 	PrefixLength       uint8
 	IsRemoteEndpoint   bool
+	SharedContainers   []string
+	// State and Health.LastErrorCode are v1's only (hcsshim's
+	// internal/hns HNSEndpoint; a real v1 document in
+	// testdata/real): v2's Health is {Data, Extra}.
+	State  *uint16
+	Health *struct{ LastErrorCode *uint32 }
 }
+
+// v1EndpointStates are the names of v1's endpoint State values (hcsshim
+// internal/hns EndpointState, in order).
+var v1EndpointStates = []string{"Uninitialized", "Created", "Attached", "AttachedSharing", "Detached", "Degraded", "Destroyed"}
 
 // wireLoadBalancer is a load balancer as HNS writes it.
 type wireLoadBalancer struct {
@@ -173,6 +183,23 @@ func decodeEndpoint(b []byte, networks map[string]*hns.Network, hostAttached map
 		MAC:          readMAC(w.MacAddress),
 		Remote:       w.Flags&flagRemoteEndpoint != 0 || w.IsRemoteEndpoint,
 		HostAttached: hostAttached[strings.ToLower(w.ID)],
+	}
+	out.Attached = (w.HostComputeNamespace != "" && !out.HostAttached) || len(w.SharedContainers) > 0
+	if w.State != nil || (w.Health != nil && w.Health.LastErrorCode != nil) {
+		h := &hns.EndpointHealth{}
+		if w.State != nil {
+			h.State = fmt.Sprintf("State(%d)", *w.State)
+			if int(*w.State) < len(v1EndpointStates) {
+				h.State = v1EndpointStates[*w.State]
+			}
+			if *w.State == 2 || *w.State == 3 { // Attached, AttachedSharing
+				out.Attached = true
+			}
+		}
+		if w.Health != nil && w.Health.LastErrorCode != nil {
+			h.LastErrorCode = *w.Health.LastErrorCode
+		}
+		out.Health = h
 	}
 	var subnets []netip.Prefix
 	netID := w.HostComputeNetwork
