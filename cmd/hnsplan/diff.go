@@ -74,8 +74,6 @@ diff says when a side was absent.
 
 -o text (Terraform's symbols), markdown (for a pull-request comment, capped at 65,000
 characters) or json. --detailed-exitcode: 0 no changes, 2 changes, 1 error.`,
-		Example: `  hnsplan diff --base origin/main cluster -o markdown --detailed-exitcode
-  hnsplan diff base head --inventory live.yaml --drain-time 2m`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if base != "" {
 				return cobra.ExactArgs(1)(cmd, args)
