@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -148,6 +150,42 @@ func TestCompletion(t *testing.T) {
 	for _, v := range hnsValues {
 		if !strings.Contains(stdout.String(), v+"\n") {
 			t.Errorf("--hns completion %q lacks %q", stdout.String(), v)
+		}
+	}
+}
+
+// TestREADMEExitCodes runs each example of README.md's exit-code table of
+// hnsplan-agent where hnsplan compiled the bundled example's plans, and
+// checks its code.
+func TestREADMEExitCodes(t *testing.T) {
+	data, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| ([0-9]) \\| [^|]+ \\| `hnsplan-agent ([^`]*)` \\|$")
+	rows := row.FindAllStringSubmatch(string(data), -1)
+	codes := map[int]bool{}
+	for _, m := range rows {
+		code, _ := strconv.Atoi(m[1])
+		codes[code] = true
+	}
+	if !codes[exitOK] || !codes[exitFailed] || !codes[exitUsage] || len(codes) != 3 {
+		t.Fatalf("README.md's exit-code table of hnsplan-agent has codes %v, want 0, 1 and 3 (| code | meaning | `hnsplan-agent ...` |)", codes)
+	}
+	bin := hnsplanBinary(t)
+	example, err := filepath.Abs("../../examples/calico-vxlan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(t.TempDir())
+	if out, err := exec.Command(bin, "compile", example, "-o", "plans").CombinedOutput(); err != nil {
+		t.Fatalf("hnsplan compile: %v\n%s", err, out)
+	}
+	for _, m := range rows {
+		code, _ := strconv.Atoi(m[1])
+		var stdout, stderr bytes.Buffer
+		if got := run(strings.Fields(m[2]), &stdout, &stderr); got != code {
+			t.Errorf("hnsplan-agent %s: exit %d, README.md says %d\n%s%s", m[2], got, code, stdout.String(), stderr.String())
 		}
 	}
 }
