@@ -95,7 +95,7 @@ func maxTypo(name string) int {
 
 var (
 	unknownFlagRE      = regexp.MustCompile(`^unknown flag: --([^ =]+)`)
-	unknownShorthandRE = regexp.MustCompile(`^unknown shorthand flag: '(.)' in -`)
+	unknownShorthandRE = regexp.MustCompile(`^unknown shorthand flag: '.' in -([^= ]+)`)
 )
 
 // flagError adds the flag meant to pflag's error for an unknown flag:
@@ -111,7 +111,7 @@ func flagError(cmd *cobra.Command, err error) error {
 	if m := unknownShorthandRE.FindStringSubmatch(msg); m != nil {
 		// One letter is too short to guess from: a long flag of that
 		// name is the likely intent ("-node" for "--node").
-		if name, _, _ := strings.Cut(strings.TrimPrefix(strings.SplitN(msg, " in ", 2)[1], "-"), "="); len(name) > 1 && slices.Contains(flagNames(cmd, false), name) {
+		if name := m[1]; len(name) > 1 && slices.Contains(flagNames(cmd, false), name) {
 			return fmt.Errorf("%s (did you mean --%s?)", msg, name)
 		}
 		return fmt.Errorf("%s (%s)", msg, seeHelp(cmd))
