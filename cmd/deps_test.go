@@ -68,6 +68,9 @@ var depRules = []depRule{
 	{why: "the plan contract links only the standard library", applies: ours("compiler/plan"), stdlib: true},
 	{why: "the Windows build catalog links only the standard library (the agent reads it)", applies: ours("compiler/winbuild"), stdlib: true},
 	{why: "the agent does not link CUE", applies: ours("cmd/hnsplan-agent"), forbid: []string{cuePkg}},
+	{why: "internal/cli, which both binaries link, links only cobra and compiler/diag (for Closest) besides the standard library",
+		applies: ours("internal/cli"), direct: true, forbid: []string{cuePkg, clientGo, hcsshimPkg, module + "/compiler/intent", module + "/compiler/check"}},
+	{why: "compiler/diag links only the standard library: the agent links it through internal/cli", applies: ours("compiler/diag"), stdlib: true},
 	{why: "the compiler CLI does not link hcsshim", applies: ours("cmd/hnsplan"), forbid: []string{hcsshimPkg}},
 }
 
@@ -150,6 +153,8 @@ func TestDependencyRulesFire(t *testing.T) {
 		{ImportPath: module + "/compiler/plan", Deps: []string{"crypto/ed25519", "golang.org/x/crypto/ssh"}},
 		{ImportPath: module + "/cmd/hnsplan-agent", Deps: []string{cuePkg + "/cue/load"}},
 		{ImportPath: module + "/cmd/hnsplan", Deps: []string{hcsshimPkg}},
+		{ImportPath: module + "/internal/cli", Imports: []string{module + "/compiler/intent"}},
+		{ImportPath: module + "/compiler/diag", Deps: []string{"github.com/spf13/cobra"}},
 	}
 	good := []listedPkg{
 		{ImportPath: module + "/compiler/intent", Imports: []string{cuePkg + "/cue"}},

@@ -71,6 +71,9 @@ func TestCorpus(t *testing.T) {
 		var errs []string
 		infos := map[string]int{}
 		for _, f := range findings.RelativeTo(dir) {
+			if strings.TrimSpace(f.Message) == "" {
+				t.Errorf("%s: a finding without a message: %s", name, f)
+			}
 			if f.Pos.File != "policy.yaml" {
 				continue
 			}

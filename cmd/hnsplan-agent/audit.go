@@ -26,8 +26,6 @@ than the plan's or to one the host no longer has, networks and endpoints no plan
 age comes from the running agent's record in --state-dir, if there is one.
 
 Exit 0: no problem; 1: problems (or HNS could not be read); 3: usage.`,
-		Example: `  hnsplan-agent audit --plan C:\ProgramData\hnsplan\plan.json --node win-1
-  hnsplan-agent audit --plan plans/win-1.json --hns mem --mem-seed node.capture.json -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {

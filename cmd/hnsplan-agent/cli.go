@@ -21,6 +21,7 @@ import (
 	"github.com/hnsplan/hnsplan/applier/replace"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 	"github.com/hnsplan/hnsplan/internal/buildinfo"
+	"github.com/hnsplan/hnsplan/internal/cli"
 	"github.com/hnsplan/hnsplan/internal/crash"
 )
 
@@ -45,19 +46,9 @@ func (e *exitError) Unwrap() error { return e.err }
 // (crash.Goroutine in run.go and service_windows.go).
 func run(args []string, stdout, stderr io.Writer) (code int) {
 	defer crash.Guard("hnsplan-agent", stderr, &code)
-	root := &cobra.Command{
-		Use:           "hnsplan-agent",
-		Short:         "Converge this Windows node's HNS to its hnsplan plan",
-		SilenceErrors: true,
-		SilenceUsage:  true,
-	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root := newRoot(stdout, stderr)
 	root.SetArgs(args)
-	root.Version = buildinfo.Get().Line("hnsplan-agent") // --version
-	root.SetVersionTemplate("{{.Version}}\n")
-	root.AddCommand(newApplyCmd(), newRunCmd(), newStatusCmd(), newReplaceCmd(), newCaptureCmd(), newAuditCmd(), newDiagsCmd(), newInstallCmd(), newUninstallCmd(), newVersionCmd())
-	err := root.Execute()
+	err := cli.Explain(root, root.Execute())
 	if err == nil {
 		return exitOK
 	}
@@ -70,6 +61,23 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	}
 	fmt.Fprintf(stderr, "hnsplan-agent: %v\nRun 'hnsplan-agent --help' for usage.\n", err)
 	return exitUsage
+}
+
+// newRoot is hnsplan-agent's command tree.
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "hnsplan-agent",
+		Short:         "Converge this Windows node's HNS to its hnsplan plan",
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.Version = buildinfo.Get().Line("hnsplan-agent") // --version
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.AddCommand(newApplyCmd(), newRunCmd(), newStatusCmd(), newReplaceCmd(), newCaptureCmd(), newAuditCmd(), newDiagsCmd(), newInstallCmd(), newUninstallCmd(), newVersionCmd())
+	teach(root)
+	return root
 }
 
 func newApplyCmd() *cobra.Command {

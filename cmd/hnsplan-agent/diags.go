@@ -28,8 +28,6 @@ directory (an allow-list: the replace journal, the rollout slot, the network it 
 echo baseline, the audit's record, pending requests) and where its log is. It takes no
 kubeconfig, token, key or environment variable, and leaves out any member that looks like
 it holds one. It changes nothing.`,
-		Example: `  hnsplan-agent diags -o C:\diags-win-1.tar.gz --plan C:\ProgramData\hnsplan\plan.json
-  hnsplan-agent diags -o diags.tar.gz --hns mem:state.json --plan plans/win-1.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {

@@ -12,6 +12,9 @@ import (
 // defaultHNS is the in-memory HNS: the real one exists only on Windows.
 const defaultHNS = "mem"
 
+// hnsValues are the values of --hns that completion offers.
+var hnsValues = []string{"mem", "mem:"}
+
 const windowsHNSHelp = " (the host's HNS on Windows)"
 
 func openPlatformHNS(flag string) (hns.Client, func(), error) {

@@ -17,6 +17,9 @@ import (
 // defaultHNS is the host's HNS.
 const defaultHNS = "windows"
 
+// hnsValues are the values of --hns that completion offers.
+var hnsValues = []string{"windows", "windows-v1", "mem", "mem:"}
+
 // windowsHNSHelp names the values of --hns that open the host's HNS. They
 // differ only in how an endpoint's ACL list is written (hnswin.ACLForm;
 // see the hnswin package documentation for why both exist).

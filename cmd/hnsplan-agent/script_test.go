@@ -2,7 +2,6 @@ package main
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -11,7 +10,7 @@ import (
 
 // TestMain lets testscript run hnsplan-agent in-process.
 func TestMain(m *testing.M) {
-	testscript.Main(m, map[string]func(){
+	testscript.Main(removeHnsplan{m}, map[string]func(){
 		"hnsplan-agent": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
 	})
 }
@@ -21,11 +20,7 @@ func TestMain(m *testing.M) {
 // applies the plan to the in-memory HNS. HNSPLAN_UPDATE=1 rewrites the
 // goldens inside each archive instead of failing.
 func TestScripts(t *testing.T) {
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "hnsplan"), "../hnsplan")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building hnsplan: %v\n%s", err, out)
-	}
+	bin := filepath.Dir(hnsplanBinary(t))
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		UpdateScripts:       os.Getenv("HNSPLAN_UPDATE") != "",

@@ -17,6 +17,7 @@ import (
 	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
 	"github.com/hnsplan/hnsplan/internal/buildinfo"
+	"github.com/hnsplan/hnsplan/internal/cli"
 	"github.com/hnsplan/hnsplan/internal/crash"
 	"github.com/hnsplan/hnsplan/policies"
 	"github.com/hnsplan/hnsplan/schema"
@@ -59,7 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func execute(root *cobra.Command, args []string, stderr io.Writer) (code int) {
 	defer crash.Guard("hnsplan", stderr, &code)
 	root.SetArgs(args)
-	err := root.Execute()
+	err := cli.Explain(root, root.Execute())
 	if err == nil {
 		return exitOK
 	}
@@ -98,15 +99,16 @@ Exit codes: 0 success, 1 invalid input or failure, 2 changes found
 	root.SetErr(stderr)
 	root.Version = buildinfo.Get().Line("hnsplan") // --version
 	root.SetVersionTemplate("{{.Version}}\n")
-	root.PersistentFlags().StringVar(&g.color, "color", "auto", "colour the text output: auto, always or never")
-	addLimitFlags(root)
+	g.color, inputLimits = "auto", defaultLimits()
 	root.AddCommand(newVetCmd(g), newCompileCmd(g), newPlanCmd(g), newDiffCmd(g), newMatrixCmd(g), newExplainCmd(g), newRulesCmd(g), newSchemaCmd(), newPublishCmd(g), newRolloutCmd(g), newExportCmd(g), newVersionCmd())
+	teach(root, g)
 	return root
 }
 
 // outputFlag adds -o/--output with the formats a command offers.
 func (g *globalFlags) outputFlag(cmd *cobra.Command, formats ...string) {
 	cmd.Flags().StringVarP(&g.output, "output", "o", formats[0], "output format: "+strings.Join(formats, ", "))
+	_ = cmd.RegisterFlagCompletionFunc("output", cli.Values(formats...))
 }
 
 // checkOutput rejects an output format the command does not offer.

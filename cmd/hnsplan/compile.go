@@ -185,8 +185,6 @@ Nodes' flannel backend annotations) has another VXLAN VNI or port than the inten
 text output starts with that change, as diff shows it: the Linux side and the window
 during which nodes on the old and the new values cannot reach each other (estimated
 with --drain-time); the warning vxlan-vni-change says it on stderr whatever the output.`,
-		Example: `  hnsplan plan examples/calico-vxlan --node win-1
-  hnsplan plan examples/calico-vxlan --inventory live.yaml -o json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := g.checkOutput(cmd, "text", "json", "yaml"); err != nil {

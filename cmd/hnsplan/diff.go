@@ -85,9 +85,6 @@ signatures are not checked.
 
 -o text (Terraform's symbols), markdown (for a pull-request comment, capped at 65,000
 characters) or json. --detailed-exitcode: 0 no changes, 2 changes, 1 error.`,
-		Example: `  hnsplan diff --base origin/main cluster -o markdown --detailed-exitcode
-  hnsplan diff base head --inventory live.yaml --drain-time 2m
-  hnsplan diff --live cluster --trusted-keys-configmap`,
 		Args: diffArgs(&base, &lf.live),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runDiff(cmd, g, args, diffFlags{base: base, inventory: inventory, detailed: detailed, withAccess: withAccess, drain: drain, live: lf})

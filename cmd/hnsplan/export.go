@@ -50,9 +50,6 @@ file does not hold (a FelixConfiguration's other settings, the Installation's). 
 the export goes to stdout; -o OUTDIR writes OUTDIR/` + calicoexport.FileName + ` (or ` + calicoexport.PatchFileName + `),
 replacing it at once. The output is byte-identical from run to run, and the YAML, added
 to the intent directory, agrees with the CUE: vet stays clean and the plans do not change.`,
-		Example: `  hnsplan export calico examples/calico-vxlan -o out
-  kubectl apply --server-side --field-manager=hnsplan -f out/calico.yaml
-  hnsplan export calico examples/calico-vxlan --as patch | sh`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			form, name := calicoexport.Apply, calicoexport.FileName

@@ -22,15 +22,19 @@ type limits struct {
 	maxMemory   byteSize
 }
 
-// inputLimits are the limits of this run, from the root's flags.
+// inputLimits are the limits of this run, from the flags of the command
+// that reads an intent; newRoot sets them to their defaults.
 var inputLimits limits
 
-// addLimitFlags adds the limits as persistent flags of root, at their
-// defaults.
-func addLimitFlags(root *cobra.Command) {
-	inputLimits = limits{maxFileSize: intent.DefaultMaxFileSize, cueTimeout: intent.DefaultCUETimeout, cueMemory: intent.DefaultCUEMemory,
+func defaultLimits() limits {
+	return limits{maxFileSize: intent.DefaultMaxFileSize, cueTimeout: intent.DefaultCUETimeout, cueMemory: intent.DefaultCUEMemory,
 		maxTime: compiler.DefaultMaxTime, maxMemory: compiler.DefaultMaxMemory}
-	f := root.PersistentFlags()
+}
+
+// addLimitFlags adds the limits as flags of cmd, a command that reads an
+// intent, at inputLimits' values (the defaults).
+func addLimitFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
 	f.Var(&inputLimits.maxFileSize, "max-file-size", "largest file of an intent or inventory read (e.g. 16MiB); larger files are errors")
 	f.DurationVar(&inputLimits.cueTimeout, "cue-timeout", inputLimits.cueTimeout, "longest CUE evaluation of an intent; over it, the command stops with an error")
 	f.Var(&inputLimits.cueMemory, "cue-memory", "most heap a CUE evaluation of an intent may take (e.g. 2GiB); over it, the command stops with an error")
@@ -42,6 +46,12 @@ func addLimitFlags(root *cobra.Command) {
 func (l limits) options(inventory []string) compiler.Options {
 	return compiler.Options{Inventory: inventory, MaxFileSize: int64(l.maxFileSize), CUETimeout: l.cueTimeout, CUEMemory: int64(l.cueMemory),
 		MaxTime: l.maxTime, MaxMemory: int64(l.maxMemory)}
+}
+
+// load are intent.Load's options for these limits (completion reads an
+// intent as the commands do).
+func (l limits) load(inventory []string) intent.Options {
+	return intent.Options{Inventory: inventory, MaxFileSize: int64(l.maxFileSize), CUETimeout: l.cueTimeout, CUEMemory: int64(l.cueMemory)}
 }
 
 // byteSize is a flag value in bytes, written "16MiB", "2GiB", "512KiB",

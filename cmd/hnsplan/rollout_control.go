@@ -15,7 +15,7 @@ import (
 // controlAction is one of the control commands: which key it writes and
 // whether it sets or removes it.
 type controlAction struct {
-	use, short, long, example string
+	use, short, long string
 }
 
 var controlActions = []controlAction{
@@ -27,22 +27,16 @@ journal once unsuspended); it reports state suspended with the key and reason on
 in /status, as an AgentSuspended Event and as hnsplan_agent_suspended. rollout status shows
 suspended nodes, and --wait does not end while one is. An agent that cannot read the
 ConfigMap is not suspended.`,
-		example: `  hnsplan rollout suspend win-1 win-2 --reason "KB5040437 under investigation"
-  hnsplan rollout suspend --all --reason "change freeze"`,
 	},
 	{use: "unsuspend", short: "Let suspended agents program HNS again",
 		long: `unsuspend removes the key suspend.<NODE> (or suspend with --all; a node's own key stays, and
 is named) from hnsplan-system/hnsplan-control. The agents go on at once.`,
-		example: `  hnsplan rollout unsuspend win-1
-  hnsplan rollout unsuspend --all`,
 	},
 	{use: "reconcile", short: "Ask agents for a pass now, instead of at their next resync",
 		long: `reconcile sets the key reconcile.<NODE> (or reconcile with --all) of hnsplan-system/hnsplan-control
 to the time: each agent runs a pass at once and records a ReconcileRequested Event on its
 Node. A request older than an agent is ignored by it (it passed since it started). A
 suspended agent records the request and passes once unsuspended.`,
-		example: `  hnsplan rollout reconcile win-1
-  hnsplan rollout reconcile --all --reason "after the HNS reset"`,
 	},
 }
 
@@ -53,7 +47,7 @@ func newRolloutControlCmds() []*cobra.Command {
 		var all bool
 		var reason string
 		cmd := &cobra.Command{
-			Use: act.use + " NODE...|--all", Short: act.short, Example: act.example,
+			Use: act.use + " NODE...|--all", Short: act.short,
 			Long: act.long + `
 
 It writes its own keys only, by a JSON merge patch of the ConfigMap, which deploy/ ships empty;

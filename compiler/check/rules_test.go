@@ -37,6 +37,11 @@ func vet(t *testing.T, root, dir string) diag.List {
 		t.Fatal(err)
 	}
 	all = all.RelativeTo(root)
+	for _, f := range all {
+		if strings.TrimSpace(f.Message) == "" {
+			t.Errorf("%s: a finding without a message: %s", dir, f)
+		}
+	}
 	for i := range all {
 		all[i].Message = strings.ReplaceAll(all[i].Message, root+string(filepath.Separator), "")
 	}

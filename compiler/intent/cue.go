@@ -171,7 +171,18 @@ func loadCUE(ctx *cue.Context, dir string, inputs *inputFiles, errs *diag.List) 
 	return cueResult{user: user, checked: checked}
 }
 
-var packagesRE = regexp.MustCompile(`^found packages (.*) in "(.*)"$`)
+var (
+	packagesRE = regexp.MustCompile(`^found packages (.*) in "(.*)"$`)
+	// statRE is cue/load's error for a file of the directory it cannot
+	// stat: it lists YAML files too (a broken symlink named x.yaml).
+	statRE = regexp.MustCompile(`^stat (.*): `)
+)
+
+// manifestExt says whether name is a file loadManifests reads.
+func manifestExt(name string) bool {
+	ext := filepath.Ext(name)
+	return ext == ".yaml" || ext == ".yml"
+}
 
 // addCUEErrors turns a CUE error into findings, each placed at the user's
 // file rather than the schema's.
@@ -179,6 +190,15 @@ func addCUEErrors(err error, rule string, rel func(string) string, src *source, 
 	for _, e := range cueerrors.Errors(err) {
 		format, args := e.Msg()
 		msg := fmt.Sprintf(format, args...)
+		if strings.TrimSpace(msg) == "" {
+			// cue/load gives some errors (a file it cannot read) no
+			// message of their own; the files are checked first
+			// (checkCUEFiles), so this is a last resort.
+			msg = strings.TrimSpace(e.Error())
+			if msg == "" {
+				msg = "CUE could not load the package and gave no reason; check that every .cue file here is a readable regular file"
+			}
+		}
 		if strings.HasSuffix(msg, "errors in empty disjunction:") {
 			continue // the disjuncts' own errors follow
 		}
@@ -191,6 +211,9 @@ func addCUEErrors(err error, rule string, rel func(string) string, src *source, 
 			f.Pos = src.posOf(pathSelectors(e.Path()))
 		}
 		if rule == RuleLoad {
+			if m := statRE.FindStringSubmatch(msg); m != nil && manifestExt(m[1]) {
+				continue // loadManifests reports the manifest, with what to do
+			}
 			switch m := packagesRE.FindStringSubmatch(msg); {
 			case m != nil:
 				f.Message = fmt.Sprintf("found CUE packages %s: an intent directory holds exactly one package", m[1])
@@ -351,6 +374,15 @@ func validateDeep(s, u cue.Value, path []cue.Selector, src *source, errs *diag.L
 	for _, e := range cueerrors.Errors(err) {
 		format, args := e.Msg()
 		msg := fmt.Sprintf(format, args...)
+		if strings.TrimSpace(msg) == "" {
+			// cue/load gives some errors (a file it cannot read) no
+			// message of their own; the files are checked first
+			// (checkCUEFiles), so this is a last resort.
+			msg = strings.TrimSpace(e.Error())
+			if msg == "" {
+				msg = "CUE could not load the package and gave no reason; check that every .cue file here is a readable regular file"
+			}
+		}
 		if strings.HasSuffix(msg, "errors in empty disjunction:") {
 			continue
 		}

@@ -65,7 +65,7 @@ func (f *inputFiles) check(path string) error {
 	}
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil {
-		return fail("cannot be resolved: %v", cause(err))
+		return fail("%s", unresolvable(abs, err))
 	}
 	if r, err := filepath.Rel(f.root, real); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) || filepath.IsAbs(r) {
 		return fail("is a symlink that leads outside the intent directory; not read: an intent's files must be inside it (copy the file in)")
@@ -75,12 +75,39 @@ func (f *inputFiles) check(path string) error {
 		return fail("%v", cause(err))
 	}
 	if !st.Mode().IsRegular() {
-		return fail("is not a regular file (%s); not read", fileKind(st.Mode()))
+		return fail("is not a regular file (%s); not read: an intent is made of regular files (replace it with one, or move it out of the intent directory)", fileKind(st.Mode()))
 	}
 	if st.Size() > f.max {
 		return fail("is %d bytes, more than the limit of %d; not read (raise it with --max-file-size if the file is meant to be this large)", st.Size(), f.max)
 	}
+	// CUE's loader reads the .cue files itself and says nothing of why it
+	// could not: find out here, where the reason can be given.
+	file, err := os.Open(real)
+	if err != nil {
+		return fail("%s", unreadable(err))
+	}
+	file.Close()
 	return nil
+}
+
+// unresolvable says why the path abs cannot be followed, and what to do:
+// most often a symlink whose target is gone.
+func unresolvable(abs string, err error) string {
+	if target, lerr := os.Readlink(abs); lerr == nil && errors.Is(err, fs.ErrNotExist) {
+		return fmt.Sprintf("is a symlink to %s, which does not exist; not read: point the link at a file inside the intent directory, or remove it", target)
+	}
+	if errors.Is(err, fs.ErrPermission) {
+		return "cannot be resolved: permission denied on a directory of its path; give the user running hnsplan access to it, or move the file"
+	}
+	return fmt.Sprintf("cannot be resolved: %v; check the path (a symlink whose target is gone, a directory that moved)", cause(err))
+}
+
+// unreadable says why a file that exists cannot be opened, and what to do.
+func unreadable(err error) string {
+	if errors.Is(err, fs.ErrPermission) {
+		return "cannot be read: permission denied; give the user running hnsplan read permission on it (chmod a+r), or move it out of the intent directory"
+	}
+	return fmt.Sprintf("cannot be read: %v; check the file, or move it out of the intent directory", cause(err))
 }
 
 // read reads path after check, never more than the limit (the file may
@@ -132,6 +159,12 @@ func (f *inputFiles) checkCUEFiles(errs *diag.List) bool {
 		if d.IsDir() {
 			if path != f.abs && strings.HasPrefix(d.Name(), ".") {
 				return filepath.SkipDir
+			}
+			// CUE would leave it out without a word, or find no package
+			// at all: a file meant to be one, made a directory.
+			if filepath.Dir(path) == f.abs && filepath.Ext(d.Name()) == ".cue" && !strings.HasPrefix(d.Name(), "_") {
+				errs.Errorf(RuleLoad, diag.Pos{File: f.rel(path)}, "", "is a directory named like a CUE file; not read: CUE reads only files, so whatever it was meant to set is missing from the intent: make it a file, or rename the directory (without .cue)")
+				ok = false
 			}
 			return nil
 		}

@@ -76,6 +76,9 @@ func FuzzCUE(f *testing.F) {
 			if !f.Pos.IsValid() {
 				t.Errorf("finding without a position: %s", f)
 			}
+			if strings.TrimSpace(f.Message) == "" {
+				t.Errorf("finding without a message: %s", f)
+			}
 		}
 	})
 }

@@ -38,7 +38,7 @@ func loadManifests(dir string, files *inputFiles, m *Manifests, errs *diag.List)
 	rel := files.rel
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			errs.Errorf(RuleManifest, diag.Pos{File: rel(path)}, "", "%v", err)
+			errs.Errorf(RuleManifest, diag.Pos{File: rel(path)}, "", "%s", unlistable(err))
 			return nil
 		}
 		if d.IsDir() {
@@ -56,7 +56,7 @@ func loadManifests(dir string, files *inputFiles, m *Manifests, errs *diag.List)
 			errs.Errorf(RuleManifest, diag.Pos{File: rel(path)}, "", "%s", ie.Why)
 			return nil
 		} else if err != nil {
-			errs.Errorf(RuleManifest, diag.Pos{File: rel(path)}, "", "%v", cause(err))
+			errs.Errorf(RuleManifest, diag.Pos{File: rel(path)}, "", "%s", unreadable(err))
 			return nil
 		}
 		m.Files++
@@ -78,8 +78,17 @@ func loadManifests(dir string, files *inputFiles, m *Manifests, errs *diag.List)
 		return nil
 	})
 	if err != nil {
-		errs.Errorf(RuleManifest, diag.Pos{File: rel(dir)}, "", "%v", err)
+		errs.Errorf(RuleManifest, diag.Pos{File: rel(dir)}, "", "%s", unlistable(err))
 	}
+}
+
+// unlistable says why a directory of the intent cannot be walked, and
+// what to do.
+func unlistable(err error) string {
+	if errors.Is(err, fs.ErrPermission) {
+		return "cannot be listed: permission denied; give the user running hnsplan read and execute permission on the directory (chmod a+rx), or move it out of the intent directory"
+	}
+	return fmt.Sprintf("cannot be listed: %v; check the directory, or move it out of the intent directory", cause(err))
 }
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
