@@ -32,9 +32,21 @@ func TestImagesRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The version, commit and time, read once: both builds are of the
+	// same commit even if the checkout moves while they run.
+	git := func(args ...string) string {
+		out, err := exec.Command("git", append([]string{"-C", root}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("git %s: %v", args, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	commit := git("rev-parse", "HEAD")
+	stamp := []string{"VERSION=" + git("describe", "--tags", "--always", "--dirty"), "COMMIT=" + commit,
+		"SOURCE_DATE_EPOCH=" + git("log", "-1", "--format=%ct")}
 	dirs := []string{t.TempDir(), t.TempDir()}
 	for _, d := range dirs {
-		cmd := exec.Command("make", "--no-print-directory", "-C", root, "images", "IMAGES_DIR="+d)
+		cmd := exec.Command("make", append([]string{"--no-print-directory", "-C", root, "images", "IMAGES_DIR=" + d}, stamp...)...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("make images IMAGES_DIR=%s: %v\n%s", d, err, out)
@@ -81,9 +93,8 @@ func TestImagesRelease(t *testing.T) {
 	if err != nil {
 		t.Fatalf("hnsplan version, taken out of the image: %v\n%s", err, out)
 	}
-	commit, _ := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output()
-	if c := strings.TrimSpace(string(commit)); c != "" && !strings.Contains(string(out), c[:7]) {
-		t.Errorf("hnsplan version says %q, not the commit %s", out, c)
+	if !strings.Contains(string(out), "commit "+commit) {
+		t.Errorf("hnsplan version says %q, not the commit %s", out, commit)
 	}
 	t.Logf("hnsplan version (from the image): %s", out)
 
