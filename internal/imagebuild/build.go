@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path"
 	"slices"
 	"time"
 
@@ -88,7 +87,8 @@ func CLIImage(bin []byte, arch string, m Meta) (v1.Image, error) {
 		WorkingDir: "/home/nonroot",
 		Labels:     m.labels("hnsplan", "hnsplan, the CLI: vet, compile, plan, diff, explain, publish, rollout"),
 	}
-	return image(empty.Image, []v1.Layer{l}, "hnsplan "+path.Base(CLIPath)+" "+m.Version, v1.Platform{OS: "linux", Architecture: arch}, cfg, m)
+	return image(empty.Image, []v1.Layer{l}, []string{"hnsplan-linux-" + arch + " as /" + CLIPath + ", user nonroot"},
+		v1.Platform{OS: "linux", Architecture: arch}, cfg, m)
 }
 
 // CLIIndex is the CLI image for each linux architecture of bins.
@@ -148,18 +148,22 @@ func AgentIndex(exe []byte, base v1.Image, osVersions []string, m Meta) (v1.Imag
 		return nil, err
 	}
 	var layers []v1.Layer
+	var history []string
 	if base == nil {
 		l, err := StandInBase(m.Created)
 		if err != nil {
 			return nil, err
 		}
-		layers = append(layers, l)
+		layers, history = append(layers, l), append(history, "base: hack/images' stand-in for the HostProcess base image")
 	} else {
 		bl, err := baseLayers(base)
 		if err != nil {
 			return nil, err
 		}
 		layers = append(layers, bl...)
+		for range bl {
+			history = append(history, "base: AGENT_BASE")
+		}
 	}
 	tb, err := layerTar([]File{
 		{Name: "Files", Dir: true, Mode: 0o755},
@@ -173,11 +177,11 @@ func AgentIndex(exe []byte, base v1.Image, osVersions []string, m Meta) (v1.Imag
 	if err != nil {
 		return nil, err
 	}
-	layers = append(layers, l)
+	layers, history = append(layers, l), append(history, "hnsplan-agent-windows-amd64.exe as "+AgentExe)
 	var adds []mutate.IndexAddendum
 	for _, osv := range osVersions {
 		p := v1.Platform{OS: "windows", Architecture: "amd64", OSVersion: osv}
-		img, err := image(empty.Image, layers, "hnsplan-agent.exe "+m.Version, p, cfg, m)
+		img, err := image(empty.Image, layers, history, p, cfg, m)
 		if err != nil {
 			return nil, err
 		}
@@ -214,13 +218,17 @@ SPDX-License-Identifier: Apache-2.0
 `
 
 // image is from with layers appended and cfg, platform and created set.
-func image(from v1.Image, layers []v1.Layer, history string, p v1.Platform, cfg v1.Config, m Meta) (v1.Image, error) {
+// history says, per layer, what made it.
+func image(from v1.Image, layers []v1.Layer, history []string, p v1.Platform, cfg v1.Config, m Meta) (v1.Image, error) {
+	if len(history) != len(layers) {
+		return nil, fmt.Errorf("%d layers, %d history entries", len(layers), len(history))
+	}
 	img := mutate.MediaType(from, types.OCIManifestSchema1)
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	for _, l := range layers {
+	for i, l := range layers {
 		var err error
 		img, err = mutate.Append(img, mutate.Addendum{Layer: l, MediaType: types.OCILayer,
-			History: v1.History{Created: v1.Time{Time: m.Created}, CreatedBy: history, Comment: "hack/images"}})
+			History: v1.History{Created: v1.Time{Time: m.Created}, CreatedBy: history[i], Comment: "hack/images"}})
 		if err != nil {
 			return nil, err
 		}

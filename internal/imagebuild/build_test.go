@@ -185,6 +185,9 @@ func TestAgentIndex(t *testing.T) {
 		if !slices.Equal(c.Entrypoint, []string{`%CONTAINER_SANDBOX_MOUNT_POINT%\hnsplan-agent.exe`}) || c.Cmd != nil || c.WorkingDir != "" || c.Env != nil {
 			t.Errorf("%s: entrypoint %q cmd %q workdir %q env %q", p.OSVersion, c.Entrypoint, c.Cmd, c.WorkingDir, c.Env)
 		}
+		if len(cf.History) != 2 || !strings.Contains(cf.History[0].CreatedBy, "stand-in") || !strings.Contains(cf.History[1].CreatedBy, AgentExe) {
+			t.Errorf("%s: history %+v", p.OSVersion, cf.History)
+		}
 		ls, err := img.Layers()
 		if err != nil || len(ls) != 2 {
 			t.Fatalf("%d layers, %v: want the base and the agent", len(ls), err)
