@@ -128,8 +128,10 @@ type HiveInfo struct {
 
 // CheckHive reads a hive as a loader would: the base block's signature,
 // checksum, versions and sizes, then every cell of every bin, and the root
-// key and its security cell. It is the test's reader and hack/images'
-// check of a base layer's hives.
+// key and its security cell. It reads the hives Hive writes (a root key
+// with no subkeys or values), for the tests; a real hive with keys is
+// refused as not modelled. (libregf's regfinfo and hivex's hivexml read
+// them too; checked by hand, they are not in CI.)
 func CheckHive(data []byte) (HiveInfo, error) {
 	le := binary.LittleEndian
 	var info HiveInfo
