@@ -13,7 +13,7 @@ FUZZTARGETS := \
 	./compiler/selector:FuzzParse ./compiler/policy:FuzzPolicy ./compiler/policy:FuzzSelectorACL
 BENCHCOUNT ?= 6
 
-.PHONY: all build release test test-release test-integration check demo bench fuzz clean
+.PHONY: all build release images test test-release test-integration check demo bench fuzz clean
 
 all: build
 
@@ -47,7 +47,7 @@ build:
 # every dependency with its version and go.sum hash. RELEASE_NOTES.md is the
 # version's section of the changelog (the GitHub release's text).
 # SHA256SUMS covers them all (sha256sum -c SHA256SUMS). The container
-# images (deploy/images) are built from these binaries.
+# images (make images) are built from these binaries.
 RELEASE_DIR      ?= $(BIN)/release
 CLI_PLATFORMS    ?= linux/amd64 linux/arm64 darwin/arm64 windows/amd64
 AGENT_PLATFORMS  ?= windows/amd64 linux/amd64
@@ -71,6 +71,29 @@ release:
 	  (cd $(RELEASE_DIR) && $(GO) version -m $$name > $$cmd-$$os-$$arch.sbom.txt); \
 	done
 	cd $(RELEASE_DIR) && sha256sum hnsplan* RELEASE_NOTES.md > SHA256SUMS
+
+# The container images, without a container engine: hack/images
+# (internal/imagebuild, go-containerregistry) writes two OCI image layouts,
+# $(IMAGES_DIR)/hnsplan (the CLI, linux/amd64 and linux/arm64) and
+# $(IMAGES_DIR)/hnsplan-agent (the agent's Windows HostProcess image, a
+# manifest per Windows Server build), tagged with the release's version
+# (the changelog's newest, or RELEASE_VERSION). The binaries are
+# built by the release recipe above, for these three platforms only, into
+# $(IMAGES_DIR)/release: the same bytes as `make release`'s. Every
+# timestamp is SOURCE_DATE_EPOCH (default: the commit's time), so two builds
+# give the same digests. AGENT_BASE=<OCI layout dir | docker save tar>
+# builds the agent on Microsoft's HostProcess base image instead of the
+# generated stand-in (deploy/README.md, "Images").
+IMAGES_DIR        ?= $(BIN)/images
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+AGENT_BASE        ?=
+images:
+	@$(MAKE) --no-print-directory release RELEASE_DIR=$(IMAGES_DIR)/release \
+	  CLI_PLATFORMS='linux/amd64 linux/arm64' AGENT_PLATFORMS=windows/amd64 COMMIT='$(COMMIT)'
+	@v=$$($(GO) run ./hack/changelog -f '$(CHANGELOG)' $(if $(ALLOW_UNRELEASED),-allow-unreleased) version $(RELEASE_VERSION)) || exit 1; \
+	  set -x; $(GO) run ./hack/images -release $(IMAGES_DIR)/release -out $(IMAGES_DIR) \
+	  -version "$$v" -revision '$(COMMIT)' -epoch '$(SOURCE_DATE_EPOCH)' $(if $(AGENT_BASE),-agent-base '$(AGENT_BASE)')
+
 
 # Every test but the release's: unit, golden CLI scripts (testdata/script),
 # examples, dependency rules. The explicit timeout is go test's per-package

@@ -2,6 +2,9 @@
 // deps_test.go does: the plan contract and the policy logic stay free of
 // CUE, client-go and hcsshim, only one package imports each of CUE and
 // hcsshim, and neither binary links what belongs to the other.
+// go-containerregistry builds the container images (make images): a build
+// tool's dependency, imported by internal/imagebuild and hack/images only,
+// and linked into neither shipped binary on any GOOS.
 package cmd_test
 
 import (
@@ -22,6 +25,7 @@ const (
 	cuePkg     = "cuelang.org/go"
 	clientGo   = "k8s.io/client-go"
 	hcsshimPkg = "github.com/Microsoft/hcsshim"
+	ggcrPkg    = "github.com/google/go-containerregistry"
 )
 
 // listedPkg is the part of `go list -json` the rules read.
@@ -55,8 +59,10 @@ func ours(rel ...string) func(string) bool {
 	}
 }
 
-func oursExcept(rel string) func(string) bool {
-	return func(p string) bool { return strings.HasPrefix(p, module) && p != module+"/"+rel }
+func oursExcept(rel ...string) func(string) bool {
+	return func(p string) bool {
+		return strings.HasPrefix(p, module) && !slices.ContainsFunc(rel, func(r string) bool { return p == module+"/"+r })
+	}
 }
 
 var depRules = []depRule{
@@ -72,6 +78,10 @@ var depRules = []depRule{
 		applies: ours("internal/cli"), direct: true, forbid: []string{cuePkg, clientGo, hcsshimPkg, module + "/compiler/intent", module + "/compiler/check"}},
 	{why: "compiler/diag links only the standard library: the agent links it through internal/cli", applies: ours("compiler/diag"), stdlib: true},
 	{why: "the compiler CLI does not link hcsshim", applies: ours("cmd/hnsplan"), forbid: []string{hcsshimPkg}},
+	{why: "only the image build tool (internal/imagebuild, hack/images) imports go-containerregistry",
+		applies: oursExcept("internal/imagebuild", "hack/images"), direct: true, forbid: []string{ggcrPkg}},
+	{why: "go-containerregistry is a build tool's: the shipped binaries do not link it",
+		applies: ours("cmd/hnsplan", "cmd/hnsplan-agent"), forbid: []string{ggcrPkg}},
 }
 
 // violations returns one line per broken rule.
@@ -155,12 +165,17 @@ func TestDependencyRulesFire(t *testing.T) {
 		{ImportPath: module + "/cmd/hnsplan", Deps: []string{hcsshimPkg}},
 		{ImportPath: module + "/internal/cli", Imports: []string{module + "/compiler/intent"}},
 		{ImportPath: module + "/compiler/diag", Deps: []string{"github.com/spf13/cobra"}},
+		{ImportPath: module + "/fleet", Imports: []string{ggcrPkg + "/pkg/v1/layout"}},
+		{ImportPath: module + "/cmd/hnsplan", Deps: []string{ggcrPkg + "/pkg/v1"}},
+		{ImportPath: module + "/cmd/hnsplan-agent", Deps: []string{ggcrPkg + "/pkg/v1/mutate"}},
 	}
 	good := []listedPkg{
 		{ImportPath: module + "/compiler/intent", Imports: []string{cuePkg + "/cue"}},
 		{ImportPath: module + "/applier/hns/hnswin", Imports: []string{hcsshimPkg + "/hcn"}},
 		{ImportPath: module + "/compiler/acl", Deps: []string{"net/netip", "k8s.io/client-gofake"}},
 		{ImportPath: module + "/compiler/plan", Deps: []string{"net/netip", "crypto/ed25519", "internal/byteorder"}},
+		{ImportPath: module + "/internal/imagebuild", Imports: []string{ggcrPkg + "/pkg/v1/layout"}},
+		{ImportPath: module + "/hack/images", Imports: []string{ggcrPkg + "/pkg/v1"}, Deps: []string{ggcrPkg + "/pkg/v1/mutate"}},
 	}
 	if v := violations(good); len(v) != 0 {
 		t.Errorf("allowed imports reported: %q", v)
