@@ -22,6 +22,7 @@ const (
 	cuePkg     = "cuelang.org/go"
 	clientGo   = "k8s.io/client-go"
 	hcsshimPkg = "github.com/Microsoft/hcsshim"
+	helmPkg    = "helm.sh/helm"
 )
 
 // listedPkg is the part of `go list -json` the rules read.
@@ -68,6 +69,8 @@ var depRules = []depRule{
 	{why: "the plan contract links only the standard library", applies: ours("compiler/plan"), stdlib: true},
 	{why: "the agent does not link CUE", applies: ours("cmd/hnsplan-agent"), forbid: []string{cuePkg}},
 	{why: "the compiler CLI does not link hcsshim", applies: ours("cmd/hnsplan"), forbid: []string{hcsshimPkg}},
+	{why: "Helm's library renders the chart in tests only (examples/helm_test.go): no package links it",
+		applies: func(p string) bool { return strings.HasPrefix(p, module) }, forbid: []string{helmPkg}},
 }
 
 // violations returns one line per broken rule.
@@ -149,6 +152,7 @@ func TestDependencyRulesFire(t *testing.T) {
 		{ImportPath: module + "/compiler/plan", Deps: []string{"crypto/ed25519", "golang.org/x/crypto/ssh"}},
 		{ImportPath: module + "/cmd/hnsplan-agent", Deps: []string{cuePkg + "/cue/load"}},
 		{ImportPath: module + "/cmd/hnsplan", Deps: []string{hcsshimPkg}},
+		{ImportPath: module + "/cmd/hnsplan-agent", Deps: []string{helmPkg + "/v3/pkg/engine"}},
 	}
 	good := []listedPkg{
 		{ImportPath: module + "/compiler/intent", Imports: []string{cuePkg + "/cue"}},
