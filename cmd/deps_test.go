@@ -69,7 +69,7 @@ var depRules = []depRule{
 	{why: "the plan contract links only the standard library", applies: ours("compiler/plan"), stdlib: true},
 	{why: "the agent does not link CUE", applies: ours("cmd/hnsplan-agent"), forbid: []string{cuePkg}},
 	{why: "the compiler CLI does not link hcsshim", applies: ours("cmd/hnsplan"), forbid: []string{hcsshimPkg}},
-	{why: "Helm's library renders the chart in tests only (examples/helm_test.go): no package links it",
+	{why: "no package links Helm's library (the chart tests' alone)",
 		applies: func(p string) bool { return strings.HasPrefix(p, module) }, forbid: []string{helmPkg}},
 }
 

@@ -518,3 +518,69 @@ func cmpOr(a, b string) string {
 	}
 	return b
 }
+
+// TestHelmInstallCommandsInDocs renders the chart as each documented
+// `helm install` command asks (its -n and --set flags; a shell expansion
+// in a value stands for a host), so the docs cannot drift from the chart's
+// values and namespace rules.
+func TestHelmInstallCommandsInDocs(t *testing.T) {
+	ch := loadChart(t)
+	n := 0
+	for _, doc := range []string{"deploy/README.md", "deploy/helm/hnsplan/README.md", "docs/aks.md", "docs/eks.md"} {
+		data, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(doc)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(string(data), "\n")
+		for i := 0; i < len(lines); i++ {
+			line := strings.TrimSpace(lines[i])
+			if !strings.HasPrefix(line, "helm install ") {
+				continue
+			}
+			at := i + 1
+			for strings.HasSuffix(line, "\\") && i+1 < len(lines) {
+				i++
+				line = strings.TrimSuffix(line, "\\") + " " + strings.TrimSpace(lines[i])
+			}
+			n++
+			args := strings.Fields(line)
+			if len(args) < 4 || args[2] != "hnsplan" || args[3] != "deploy/helm/hnsplan" {
+				t.Errorf("%s: %q: install release hnsplan from deploy/helm/hnsplan", doc, line)
+				continue
+			}
+			ns := "default"
+			var set []string
+			for j := 4; j < len(args); j++ {
+				switch args[j] {
+				case "-n", "--namespace":
+					j++
+					ns = args[j]
+				case "--set":
+					j++
+					k, v, _ := strings.Cut(args[j], "=")
+					if strings.Contains(v, "$") {
+						v = "api.example"
+					}
+					// As helm's --set: numbers and booleans are typed,
+					// except where --set-string is documented.
+					v = strings.Trim(v, `"`)
+					var typed any
+					if json.Unmarshal([]byte(v), &typed) != nil || k == "apiServer.host" {
+						b, _ := json.Marshal(v)
+						v = string(b)
+					}
+					set = append(set, k+"="+v)
+				case "--create-namespace":
+				default:
+					t.Errorf("%s: %q: the test does not know %s", doc, line, args[j])
+				}
+			}
+			if _, err := renderChart(t, ch, ns, setValues(t, set...)); err != nil {
+				t.Errorf("%s:%d: %q fails: %v", doc, at, line, err)
+			}
+		}
+	}
+	if n < 4 {
+		t.Errorf("%d helm install commands in the docs; want one in each", n)
+	}
+}
