@@ -6,9 +6,12 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -133,4 +136,79 @@ func dryRunCreate(t *testing.T, ctx context.Context, dyn dynamic.Interface, mapp
 	}
 	_, err = ri.Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: "helm"})
 	return err
+}
+
+// TestHelmNotesPodSecurity: at install, with a cluster to look up, the
+// chart's notes warn when hnsplan-system enforces a Pod Security level
+// other than privileged (helm's --create-namespace does not set one),
+// naming the command that fixes it; and say nothing of it when the level
+// is privileged.
+func TestHelmNotesPodSecurity(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := kubetest.Config(t)
+	cs := kubetest.Client(t, cfg)
+	ch := loadChart(t)
+	const label = "pod-security.kubernetes.io/enforce"
+	ns, err := cs.CoreV1().Namespaces().Get(ctx, deployNamespace, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		ns, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: deployNamespace}}, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, had := ns.Labels[label]
+	setLevel := func(level string) {
+		t.Helper()
+		ns, err := cs.CoreV1().Namespaces().Get(ctx, deployNamespace, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ns.Labels == nil {
+			ns.Labels = map[string]string{}
+		}
+		if level == "" {
+			delete(ns.Labels, label)
+		} else {
+			ns.Labels[label] = level
+		}
+		if _, err := cs.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		if had {
+			setLevel(before)
+		} else {
+			setLevel("")
+		}
+	}()
+	notes := func() string {
+		t.Helper()
+		caps := chartutil.DefaultCapabilities.Copy()
+		kv, err := chartutil.ParseKubeVersion(chartKube)
+		if err != nil {
+			t.Fatal(err)
+		}
+		caps.KubeVersion = *kv
+		rv, err := chartutil.ToRenderValues(ch, setValues(t, `apiServer.host="`+testAPIHost+`"`),
+			chartutil.ReleaseOptions{Name: "hnsplan", Namespace: deployNamespace, Revision: 1, IsInstall: true}, caps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err := engine.RenderWithClient(ch, rv, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return files["hnsplan/templates/NOTES.txt"]
+	}
+	const fix = "kubectl label --overwrite namespace hnsplan-system pod-security.kubernetes.io/enforce=privileged"
+	setLevel("baseline")
+	if n := notes(); !strings.Contains(n, "enforces the Pod Security level baseline") || !strings.Contains(n, fix) {
+		t.Errorf("notes with hnsplan-system at baseline do not warn:\n%s", n)
+	}
+	setLevel("privileged")
+	if n := notes(); strings.Contains(n, "Pod Security") {
+		t.Errorf("notes with hnsplan-system at privileged warn:\n%s", n)
+	}
 }
