@@ -13,7 +13,7 @@ FUZZTARGETS := \
 	./compiler/selector:FuzzParse ./compiler/policy:FuzzPolicy ./compiler/policy:FuzzSelectorACL
 BENCHCOUNT ?= 6
 
-.PHONY: all build release test test-integration check demo bench fuzz clean
+.PHONY: all build release test test-release test-integration check demo bench fuzz clean
 
 all: build
 
@@ -29,34 +29,65 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/hnsplan ./cmd/hnsplan
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/hnsplan-agent ./cmd/hnsplan-agent
 
-# Release binaries in $(RELEASE_DIR): hnsplan for every platform of
-# CLI_PLATFORMS, hnsplan-agent for AGENT_PLATFORMS (windows/amd64, the
-# nodes it programs; linux/amd64 for CI and demos, with the in-memory HNS
-# only), named NAME-OS-ARCH[.exe]. Each is stamped as `make build` stamps
-# (set VERSION to the tag; symbol tables left out, -s -w: a panic still
-# names functions and lines), built with -trimpath, without cgo and
-# without VCS data (the commit is stamped), so the
-# same commit and Go version give the same bytes wherever they are built.
-# Beside each, NAME-OS-ARCH.sbom.txt: `go version -m`, the Go version, the
-# module and every dependency with its version and go.sum hash. SHA256SUMS
-# covers them all (sha256sum -c SHA256SUMS). The container images
-# (deploy/images) are built from these binaries.
-RELEASE_DIR     ?= $(BIN)/release
-CLI_PLATFORMS   ?= linux/amd64 linux/arm64 darwin/arm64 windows/amd64
-AGENT_PLATFORMS ?= windows/amd64 linux/amd64
+# A release of the version CHANGELOG.md names, in $(RELEASE_DIR):
+# hnsplan for every platform of CLI_PLATFORMS, hnsplan-agent for
+# AGENT_PLATFORMS (windows/amd64, the nodes it programs; linux/amd64 for CI
+# and demos, with the in-memory HNS only), named NAME-OS-ARCH[.exe].
+# The version is the changelog's newest release (hack/changelog reads it,
+# strictly), or RELEASE_VERSION=vX.Y.Z, which must be a release the
+# changelog lists. It is refused while [Unreleased] lists changes (release
+# them first, or ALLOW_UNRELEASED=1), and when the tag vX.Y.Z exists but is
+# not HEAD (check the tag out to rebuild it); uncommitted changes are warned
+# about (the binaries would hold them). Each binary is stamped with
+# that version and COMMIT, symbol tables left out (-s -w: a panic still
+# names functions and lines), built with -trimpath, without cgo and without
+# VCS data (the commit is stamped), so the same commit and Go version give
+# the same bytes wherever they are built. Beside each,
+# NAME-OS-ARCH.sbom.txt: `go version -m`, the Go version, the module and
+# every dependency with its version and go.sum hash. RELEASE_NOTES.md is the
+# version's section of the changelog (the GitHub release's text).
+# SHA256SUMS covers them all (sha256sum -c SHA256SUMS). The container
+# images (deploy/images) are built from these binaries.
+RELEASE_DIR      ?= $(BIN)/release
+CLI_PLATFORMS    ?= linux/amd64 linux/arm64 darwin/arm64 windows/amd64
+AGENT_PLATFORMS  ?= windows/amd64 linux/amd64
+CHANGELOG        ?= CHANGELOG.md
+RELEASE_VERSION  ?=
+ALLOW_UNRELEASED ?=
 release:
-	@rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
-	@set -e; for spec in $(addprefix hnsplan:,$(CLI_PLATFORMS)) $(addprefix hnsplan-agent:,$(AGENT_PLATFORMS)); do \
+	@v=$$($(GO) run ./hack/changelog -f '$(CHANGELOG)' $(if $(ALLOW_UNRELEASED),-allow-unreleased) version $(RELEASE_VERSION)) || exit 1; \
+	  if tag=$$(git rev-parse -q --verify "refs/tags/$$v^{commit}" 2>/dev/null) && [ "$$tag" != "$$(git rev-parse HEAD)" ]; then \
+	    echo "error: tag $$v is $$tag, not HEAD: check out $$v to rebuild that release" >&2; exit 1; fi; \
+	  if [ -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then \
+	    echo "warning: the work tree has uncommitted changes: the binaries hold them, stamped $$v (commit $(COMMIT))" >&2; fi; \
+	  echo "release $$v (commit $(COMMIT)) in $(RELEASE_DIR)"; \
+	  rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR) || exit 1; \
+	  $(GO) run ./hack/changelog -f '$(CHANGELOG)' notes $$v > $(RELEASE_DIR)/RELEASE_NOTES.md || exit 1; \
+	  ldflags="-s -w -X github.com/hnsplan/hnsplan/internal/buildinfo.version=$$v -X github.com/hnsplan/hnsplan/internal/buildinfo.commit=$(COMMIT)"; \
+	  set -e; for spec in $(addprefix hnsplan:,$(CLI_PLATFORMS)) $(addprefix hnsplan-agent:,$(AGENT_PLATFORMS)); do \
 	  cmd=$${spec%%:*}; os=$${spec#*:}; os=$${os%/*}; arch=$${spec##*/}; ext=; [ "$$os" = windows ] && ext=.exe; \
 	  name=$$cmd-$$os-$$arch$$ext; echo "$(RELEASE_DIR)/$$name"; \
-	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -buildvcs=false -ldflags '-s -w $(LDFLAGS)' -o $(RELEASE_DIR)/$$name ./cmd/$$cmd; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -buildvcs=false -ldflags "$$ldflags" -o $(RELEASE_DIR)/$$name ./cmd/$$cmd; \
 	  (cd $(RELEASE_DIR) && $(GO) version -m $$name > $$cmd-$$os-$$arch.sbom.txt); \
 	done
-	cd $(RELEASE_DIR) && sha256sum hnsplan* > SHA256SUMS
+	cd $(RELEASE_DIR) && sha256sum hnsplan* RELEASE_NOTES.md > SHA256SUMS
 
-# Every test: unit, golden CLI scripts (testdata/script), examples, dependency rules.
+# Every test but the release's: unit, golden CLI scripts (testdata/script),
+# examples, dependency rules. The explicit timeout is go test's per-package
+# limit; no package is near it on a 2-core machine with a cold cache.
 test:
-	$(GO) test ./...
+	$(GO) test -timeout 15m ./...
+
+# The tests behind the build tag release: `make release` built twice and
+# compared (examples/release_test.go), the images. They rebuild every
+# dependency with release flags, so they are not part of `make test`. Only
+# the packages that have such tests run (found by their build line), so
+# the rest of `make test` is not run a second time.
+test-release:
+	@pkgs=$$(grep -rlE --include='*_test.go' --exclude-dir=bin --exclude-dir=.tmp '^//go:build (.* )?release( .*)?$$' . | xargs -r -n1 dirname | sort -u); \
+	  if [ -z "$$pkgs" ]; then echo "no test has the build tag release" >&2; exit 1; fi; \
+	  echo $(GO) test -tags release -count=1 -timeout 30m $$pkgs; \
+	  $(GO) test -tags release -count=1 -timeout 30m $$pkgs
 
 # Integration tests (build tag integration) against a real kube-apiserver and
 # etcd, built once from the Go module proxy by hack/kube-test-env.sh (cold:
@@ -74,6 +105,7 @@ test-integration:
 # Static checks, and the Windows build the agent ships as.
 check:
 	$(GO) vet ./...
+	$(GO) vet -tags release ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	GOOS=windows $(GO) build ./...

@@ -83,6 +83,14 @@ type Config struct {
 	// converged it networks the plan's pods and says how many it added.
 	// Pods it added make the agent look again at once (their ACLs).
 	CNI func(context.Context, *plan.NodePlan) (int, error)
+	// OSBuild reads the node's Windows build, 10.0.<build>.<UBR>
+	// (default: RegistryBuild, the registry's; where it fails, the Node's
+	// status.nodeInfo.kernelVersion): /status osBuild, the metric
+	// hnsplan_windows_build_info and rollout.buildRegression's hold.
+	OSBuild func() (string, error)
+	// Control is the operator's control ConfigMap (applier/control):
+	// suspend and reconcile requests. nil: none.
+	Control ControlSource
 	// Tasks run beside the agent until Run returns (the trusted keys'
 	// watcher).
 	Tasks []func(context.Context)
@@ -209,6 +217,12 @@ type AgentStatus struct {
 	Planned    string   `json:"planSource,omitempty"`
 	Reject     string   `json:"rejected,omitempty"` // the last plan refused, why
 	Signer     string   `json:"signedBy,omitempty"` // the trusted key that signed the plan in force
+	// OSBuild is the node's Windows build and its known regression; nil
+	// while unknown.
+	OSBuild *OSBuild `json:"osBuild,omitempty"`
+	// Suspended is the operator's suspension (state suspended); nil when
+	// the agent is not suspended.
+	Suspended *Suspension `json:"suspended,omitempty"`
 }
 
 // Agent is the node agent's service: it takes verified plans from its
@@ -221,6 +235,8 @@ type Agent struct {
 	r     *Reconciler
 	loop  *Loop
 	slots *slotGate
+	build *buildWatch
+	ctl   *controlGate
 	reg   *prometheus.Registry
 	// clusters makes each pass's Cluster (passes run one at a time).
 	clusters ClusterCache
@@ -247,9 +263,18 @@ func NewAgent(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, reg: reg, ctx: context.Background(), st: AgentStatus{Node: cfg.Node, State: kube.StateWaiting}, done: make(chan error, 1)}
 	a.loop = &Loop{Pass: a.Pass, Resync: cfg.Resync, Poll: cfg.SlotPoll}
 	a.loop.Init()
+	a.build = newBuildWatch(reg)
+	a.ctl = newControlGate(reg)
+	a.build.registry = cfg.OSBuild
+	if a.build.registry == nil {
+		a.build.registry = RegistryBuild
+	}
 	a.slots = &slotGate{dir: cfg.StateDir, log: cfg.Log, trigger: a.loop.Trigger,
-		base: func() context.Context { return a.ctx }, event: func(string, string, string) {}}
+		base: func() context.Context { return a.ctx }, event: func(string, string, string) {}, held: a.build.regressed}
 	if k := cfg.Kube; k != nil {
+		a.build.event = k.Event
+		a.ctl.events = k.Event
+		a.build.node = func() (string, bool) { n, ok := k.Node(); return n.KernelVersion, ok }
 		a.slots.event = k.Event
 		if cfg.Leases != nil {
 			a.slots.leases, a.slots.nodes = cfg.Leases, k.Nodes

@@ -33,6 +33,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	for _, task := range a.cfg.Tasks {
 		goFn(func() { task(ctx) })
 	}
+	if c := a.cfg.Control; c != nil {
+		goFn(func() { c.Run(ctx, a.takeControl) })
+	}
 
 	updates := make(chan planwatch.Update)
 	goFn(func() {
@@ -129,6 +132,11 @@ func (a *Agent) takePlan(u planwatch.Update) {
 // the caches sync. With UntilConverged it ends Run once HNS matches the
 // plan in force. retries is how many passes in a row backed off.
 func (a *Agent) Pass(ctx context.Context, retries int) Next {
+	// Suspended by an operator: nothing touches HNS, not even a step of
+	// a replace under way (its journal resumes it once unsuspended).
+	if next, ok := a.suspended(ctx); ok {
+		return next
+	}
 	var c *Cluster
 	if a.cfg.Kube != nil {
 		var ok bool
@@ -139,6 +147,10 @@ func (a *Agent) Pass(ctx context.Context, retries int) Next {
 	// An operator's replace --abort comes before the replace it gives up.
 	a.slots.Abort(ctx, a.r.Plan(), filepath.Join(a.cfg.StateDir, statedir.JournalFile), a.drainer())
 	a.slots.why = ""
+	osb := a.build.observe()
+	a.mu.Lock()
+	a.st.OSBuild = osb
+	a.mu.Unlock()
 	st, err := a.r.Pass(ctx, c)
 	if err != nil && ctx.Err() != nil {
 		return Wait // stopping
@@ -221,7 +233,7 @@ func (a *Agent) report(ctx context.Context, s Status) {
 	}
 	// A node that waits for a slot or an operator says why once, when it
 	// changes (slotGate.Admit), not at every poll.
-	waits := s.State == kube.StateWaiting || s.State == kube.StateRolloutWaiting || s.State == kube.StateRolloutHalted
+	waits := s.State == kube.StateWaiting || s.State == kube.StateRolloutWaiting || s.State == kube.StateRolloutHalted || s.State == kube.StateRolloutHeld
 	if s.Ops > 0 || s.LastError != "" && !waits {
 		a.cfg.Log.Info("pass", "state", s.State, "ops", s.Ops, "applied", s.Digest, "err", s.LastError)
 	}

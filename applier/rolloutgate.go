@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 	"github.com/hnsplan/hnsplan/applier/rollout"
 	"github.com/hnsplan/hnsplan/applier/statedir"
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/compiler/winbuild"
 	"github.com/hnsplan/hnsplan/internal/crash"
 )
 
@@ -58,6 +61,10 @@ type slotGate struct {
 	slots  *rollout.Slots
 	leases typedcoordinationv1.LeasesGetter
 	nodes  func() []kube.Node
+
+	// held is the node's Windows build and its known regression, if it
+	// has one (rollout.buildRegression hold); nil: none known.
+	held func() (winbuild.Build, winbuild.Regression, bool)
 
 	stopKeep context.CancelFunc
 	keepDone chan struct{}
@@ -120,17 +127,42 @@ func (g *slotGate) save(r slotRecord) error {
 	return nil
 }
 
-// takeFile reports whether the operator's request file name is there and
-// removes it.
-func (g *slotGate) takeFile(name string) bool {
+// takeRequest reports whether the operator's request file name (RetryFile,
+// AbortFile) is there for the plan with digest, and removes it. A request
+// names the plan it was asked for: one for another plan (a plan published
+// after the operator asked) is dropped, logged and reported as a
+// ReplaceRequestIgnored Event, so that an abort never hits the next plan.
+func (g *slotGate) takeRequest(name, digest string) bool {
 	path := filepath.Join(g.dir, name)
-	if _, err := os.Stat(path); err != nil {
+	data, err := readRequest(path)
+	if err != nil {
 		return false
 	}
 	if err := os.Remove(path); err != nil {
 		g.log.Warn("remove the operator's request", "file", path, "err", err)
 	}
-	return true
+	if strings.TrimSpace(string(data)) == digest {
+		return true
+	}
+	asked := strconv.Quote(strings.TrimSpace(string(data)))
+	what := strings.TrimPrefix(name, "replace-")
+	if digest == "" {
+		digest = "none"
+	}
+	g.log.Warn("the operator's request is for another plan: ignored", "request", what, "asked", asked, "plan", digest)
+	g.event("Warning", "ReplaceRequestIgnored", fmt.Sprintf("replace --%s was asked for plan %s, but the plan in force is %s (published since): the request is ignored and this plan goes on; ask again for it if meant", what, asked, digest))
+	return false
+}
+
+// readRequest reads at most a digest's worth of a request file: what
+// is longer names no plan.
+func readRequest(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, 128))
 }
 
 // halted says the operator halted the replace of the plan with digest.
@@ -147,7 +179,11 @@ func (g *slotGate) Admit(ctx context.Context, p *plan.NodePlan, a replace.Admiss
 	g.why = why
 	if why != "" && why != g.said {
 		g.log.Info("replace waits", "state", st, "why", why)
-		g.event("Normal", "RolloutWaiting", why)
+		if st == kube.StateRolloutHeld {
+			g.event("Warning", "RolloutHeld", why)
+		} else {
+			g.event("Normal", "RolloutWaiting", why)
+		}
 	}
 	g.said = why
 	return st, why, err
@@ -158,7 +194,7 @@ func (g *slotGate) waiting() string { return g.why }
 
 func (g *slotGate) admit(ctx context.Context, p *plan.NodePlan, a replace.Admission) (kube.NodeState, string, error) {
 	rec := g.load()
-	retry := g.takeFile(statedir.RetryFile)
+	retry := g.takeRequest(statedir.RetryFile, p.Digest)
 	if rec.Halted != "" && (rec.Plan != p.Digest || retry) {
 		if retry {
 			g.log.Info("the operator retries the replace", "plan", p.Digest, "halted", rec.Halted)
@@ -175,6 +211,16 @@ func (g *slotGate) admit(ctx context.Context, p *plan.NodePlan, a replace.Admiss
 	case haltAborted:
 		return kube.StateReplacePending, fmt.Sprintf("the replace for plan %s was aborted (hnsplan-agent replace --abort): "+
 			"hnsplan-agent replace --retry, or a new plan, starts it again", p.Digest), nil
+	}
+	// rollout.buildRegression hold: a replace not yet started (no slot
+	// taken, nothing cordoned or deleted) does not start on a build with
+	// a known regression. One under way goes on: stopping it half way
+	// leaves the node worse off than either end.
+	if p.Rollout.HoldsBuild() && !a.Resumed && rec.Slot == "" && g.held != nil {
+		if b, r, bad := g.held(); bad {
+			return kube.StateRolloutHeld, fmt.Sprintf("rollout held: this node runs Windows build %s, which has a known container-networking regression since %s, "+
+				"and the plan's rollout.buildRegression is hold: no replace starts (no slot, no cordon) until the node reports %s or later", b, r.Introduced, r.Fixed), nil
+		}
 	}
 	if g.slots == nil {
 		return "", "", nil
@@ -360,7 +406,11 @@ func (g *slotGate) Done(ctx context.Context) {
 // another plan (replace-pending). A replace past that point is refused
 // and goes on.
 func (g *slotGate) Abort(ctx context.Context, p *plan.NodePlan, journal string, d replace.Drainer) {
-	if !g.takeFile(statedir.AbortFile) {
+	digest := ""
+	if p != nil {
+		digest = p.Digest
+	}
+	if !g.takeRequest(statedir.AbortFile, digest) {
 		return
 	}
 	j, err := replace.Abort(ctx, journal, d)
@@ -370,10 +420,6 @@ func (g *slotGate) Abort(ctx context.Context, p *plan.NodePlan, journal string, 
 		return
 	}
 	g.Done(ctx)
-	digest := ""
-	if p != nil {
-		digest = p.Digest
-	}
 	if err := g.save(slotRecord{Plan: digest, Halted: haltAborted}); err != nil {
 		g.log.Warn("record the abort", "err", err)
 	}

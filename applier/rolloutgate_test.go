@@ -350,3 +350,89 @@ func TestRolloutAllAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestAbortNamesItsPlan: replace --abort and --retry name the plan they
+// are about; a request for another plan (one published after the operator
+// asked) is dropped with a ReplaceRequestIgnored Event and the plan in
+// force goes on. Before, an abort asked for one plan was applied to the
+// next, which then stayed replace-pending until --retry.
+func TestAbortNamesItsPlan(t *testing.T) {
+	ex := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
+	p := ex.plans["win-1"]
+	h := hnsmem.New(hnsmem.ManagementAddress(mgmt(t, p)))
+	cs := fake.NewClientset()
+	k := &slotKube{fakeKube: &fakeKube{synced: true, node: kube.Node{Name: "win-1"}},
+		nodes: []kube.Node{windowsNode("win-1"), windowsNode("win-2")}}
+	cfg := agentConfig(t, h, chanSource(nil))
+	cfg.Kube, cfg.Leases, cfg.DrainTimeout = k, cs.CoordinationV1(), time.Millisecond
+	a, err := applier.NewAgent(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass := func(want kube.NodeState) {
+		t.Helper()
+		for next := a.Pass(ctx, 0); next == applier.Requeue; next = a.Pass(ctx, 0) {
+		}
+		if st := a.Status(); st.State != want {
+			t.Fatalf("state %s (%s), want %s", st.State, st.Error, want)
+		}
+	}
+	request := func(file, digest string) {
+		t.Helper()
+		if err := statedir.WriteRequest(cfg.StateDir, file, digest); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ignored := func() int {
+		n := 0
+		for _, e := range k.events {
+			if strings.Contains(e, "ReplaceRequestIgnored") {
+				n++
+			}
+		}
+		return n
+	}
+	a.TakePlan(planwatch.Update{Plan: p, Source: "test"})
+	pass(kube.StateConverged)
+	cni(t, h, p, ex.cluster) // pods that do not leave: the replace blocks
+
+	first := withVNI(p, 5000)
+	first.Digest = "sha256:first"
+	a.TakePlan(planwatch.Update{Plan: first, Source: "test"})
+	pass(kube.StateBlocked)
+
+	// The operator asks to abort the first plan's replace; a second plan
+	// is published before the agent's next pass.
+	request(statedir.AbortFile, first.Digest)
+	second := withVNI(p, 6000)
+	second.Digest = "sha256:second"
+	a.TakePlan(planwatch.Update{Plan: second, Source: "test"})
+	pass(kube.StateBlocked)
+	if ignored() != 1 {
+		t.Fatalf("events %q: want one ReplaceRequestIgnored", k.events)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.StateDir, statedir.AbortFile)); err == nil {
+		t.Fatal("the ignored request is still there: it would be read again")
+	}
+	if holderOf(t, cs, rollout.NamePrefix+"0") != "win-1" || !k.cordoned {
+		t.Fatalf("the second plan's replace: slot held by %q, cordoned %v; want win-1's, cordoned", holderOf(t, cs, rollout.NamePrefix+"0"), k.cordoned)
+	}
+
+	// A retry naming the first plan is dropped too; one naming the
+	// second is taken, and so is an abort naming it.
+	request(statedir.RetryFile, first.Digest)
+	pass(kube.StateBlocked)
+	if ignored() != 2 {
+		t.Fatalf("events %q: want a second ReplaceRequestIgnored", k.events)
+	}
+	request(statedir.AbortFile, second.Digest)
+	pass(kube.StateReplacePending)
+	if k.cordoned || holderOf(t, cs, rollout.NamePrefix+"0") != "" {
+		t.Fatalf("aborted: cordoned %v, slot held by %q; want neither", k.cordoned, holderOf(t, cs, rollout.NamePrefix+"0"))
+	}
+	request(statedir.RetryFile, second.Digest)
+	pass(kube.StateBlocked)
+	if ignored() != 2 {
+		t.Fatalf("events %q: a request for the plan in force was ignored", k.events)
+	}
+}

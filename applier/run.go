@@ -64,7 +64,7 @@ func NextAfter(st Status, err error) Next {
 	switch {
 	case err != nil, st.State == kube.StateBlocked:
 		return Backoff
-	case st.State == kube.StateRolloutWaiting, st.State == kube.StateRolloutHalted:
+	case st.State == kube.StateRolloutWaiting, st.State == kube.StateRolloutHalted, st.State == kube.StateRolloutHeld:
 		return Poll
 	case st.Ops > 0:
 		return Requeue

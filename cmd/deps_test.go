@@ -67,6 +67,7 @@ var depRules = []depRule{
 		applies: ours("compiler/plan", "compiler/selector", "compiler/acl", "compiler/sim", "compiler/reach"),
 		forbid:  []string{cuePkg, clientGo, hcsshimPkg}},
 	{why: "the plan contract links only the standard library", applies: ours("compiler/plan"), stdlib: true},
+	{why: "the Windows build catalog links only the standard library (the agent reads it)", applies: ours("compiler/winbuild"), stdlib: true},
 	{why: "the agent does not link CUE", applies: ours("cmd/hnsplan-agent"), forbid: []string{cuePkg}},
 	{why: "the compiler CLI does not link hcsshim", applies: ours("cmd/hnsplan"), forbid: []string{hcsshimPkg}},
 	{why: "no package links Helm's library (the chart tests' alone)",

@@ -1,11 +1,14 @@
 package compiler
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/hnsplan/hnsplan/compiler/check"
 	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/internal/budget"
 )
 
 // Options are what a command changes in Build.
@@ -18,6 +21,12 @@ type Options struct {
 	MaxFileSize int64
 	CUETimeout  time.Duration
 	CUEMemory   int64
+	// MaxTime and MaxMemory bound the whole Build (or BuildEach): load,
+	// vet and compile, whatever part of the input is hostile (CUE, YAML,
+	// inventory); 0 is DefaultMaxTime and DefaultMaxMemory. Over either,
+	// the error is a *intent.BudgetError, after which the process must end.
+	MaxTime   time.Duration
+	MaxMemory int64
 	// UpdateLock is `compile --update-lock`: the lock findings that the
 	// update resolves (forUpdateLock) are dropped.
 	UpdateLock bool
@@ -43,11 +52,57 @@ func (o Options) load() intent.Options {
 // sorted; the plans are there only when the compile ran (Compiled). With
 // an error among the findings, the plans must not be written.
 func Build(dir string, opt Options) (*Result, diag.List, error) {
-	in, loaded, err := intent.Load(dir, opt.load())
-	if err != nil {
-		return nil, nil, err
+	var (
+		res      *Result
+		findings diag.List
+		err      error
+	)
+	if berr := opt.budgeted(dir, dir, func() {
+		var in *intent.Intent
+		var loaded diag.List
+		if in, loaded, err = intent.Load(dir, opt.load()); err == nil {
+			res, findings, err = build(in, loaded, opt)
+		}
+	}); berr != nil {
+		return nil, nil, berr
 	}
-	return build(in, loaded, opt)
+	return res, findings, err
+}
+
+// Defaults of the whole run's budget (Options.MaxTime, MaxMemory). The
+// 5,000-node scale intent (hack/bench-scale.sh) compiles in 3.4 s and
+// 254 MiB; the largest manifests the loader accepts (intent's limits)
+// vet in seconds. The budget leaves room for ten times that, and keeps a
+// hostile input from taking a 7 GiB CI runner with it.
+const (
+	DefaultMaxTime   = 5 * time.Minute
+	DefaultMaxMemory = 3 << 30
+)
+
+// budgeted runs work under the whole run's budget; past it, the error is
+// a *intent.BudgetError at dir naming what (the intent directory, or the
+// directories) and the limit. Work left running in the background writes
+// only its own variables, which the caller then does not read.
+func (o Options) budgeted(dir, what string, work func()) error {
+	b := budget.Budget{Time: o.MaxTime, Memory: o.MaxMemory}
+	if b.Time <= 0 {
+		b.Time = DefaultMaxTime
+	}
+	if b.Memory <= 0 {
+		b.Memory = DefaultMaxMemory
+	}
+	err := b.Run(work)
+	var ex *budget.Exceeded
+	if !errors.As(err, &ex) {
+		return err
+	}
+	f := diag.Finding{Rule: intent.RuleBudget, Severity: diag.Error, Pos: diag.Pos{File: dir}}
+	if ex.Memory {
+		f.Message = fmt.Sprintf("reading, vetting and compiling %s took more than %s of memory (--max-memory) and was stopped; a 5,000-node intent needs about 260 MiB: look for an input that grows without bound (a manifest, an --inventory file, the CUE), or raise --max-memory if the input is meant to be this large", what, budget.Size(b.Memory))
+	} else {
+		f.Message = fmt.Sprintf("reading, vetting and compiling %s did not finish within %s (--max-time) and was stopped; a 5,000-node intent takes about 4 s: look for an input that grows without bound (a manifest, an --inventory file, the CUE), or raise --max-time if the input is meant to be this large", what, b.Time)
+	}
+	return &intent.BudgetError{Finding: f}
 }
 
 // build is Build after the load.

@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/hnsplan/hnsplan/compiler/diag"
@@ -27,7 +28,21 @@ type Built struct {
 // (two, for a diff). The first load error ends the loading: that
 // directory's Built has the error, and the ones after it are zero, not
 // built.
+//
+// The whole of it runs under one budget (Options.MaxTime, MaxMemory): past
+// it, every Built has the *intent.BudgetError.
 func BuildEach(dirs []string, opt Options) []Built {
+	var out []Built
+	if err := opt.budgeted(first(dirs), strings.Join(dirs, " and "), func() { out = buildEach(dirs, opt) }); err != nil {
+		out = make([]Built, len(dirs))
+		for i := range out {
+			out[i].Err = err
+		}
+	}
+	return out
+}
+
+func buildEach(dirs []string, opt Options) []Built {
 	out := make([]Built, len(dirs))
 	lo := opt.load()
 	var shared struct {
@@ -76,4 +91,11 @@ func BuildEach(dirs []string, opt Options) []Built {
 		}
 	}
 	return out
+}
+
+func first(dirs []string) string {
+	if len(dirs) == 0 {
+		return ""
+	}
+	return dirs[0]
 }

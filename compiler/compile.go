@@ -123,6 +123,7 @@ func relativeSources(prog *plan.Program, dir string) {
 	if err != nil {
 		return
 	}
+	relOf := map[string]string{}
 	rel := func(pos string) string {
 		file, rest, ok := strings.Cut(pos, ":")
 		for ok && !strings.HasSuffix(file, ".yaml") && !strings.HasSuffix(file, ".yml") {
@@ -133,14 +134,23 @@ func relativeSources(prog *plan.Program, dir string) {
 		if !ok {
 			return pos
 		}
-		abs, err := filepath.Abs(file)
-		if err != nil {
+		r, seen := relOf[file]
+		if !seen {
+			// Once per file, not per source: filepath.Abs asks the
+			// system for the working directory each time, and a policy
+			// of 10,000 peers has as many sources.
+			r = ""
+			if abs, err := filepath.Abs(file); err == nil {
+				if rr, err := filepath.Rel(absDir, abs); err == nil && !strings.HasPrefix(rr, "..") {
+					r = filepath.ToSlash(rr)
+				}
+			}
+			relOf[file] = r
+		}
+		if r == "" {
 			return pos
 		}
-		if r, err := filepath.Rel(absDir, abs); err == nil && !strings.HasPrefix(r, "..") {
-			return filepath.ToSlash(r) + ":" + rest
-		}
-		return pos
+		return r + ":" + rest
 	}
 	for i := range prog.Tiers {
 		for j := range prog.Tiers[i].Policies {
@@ -248,6 +258,11 @@ func (c *compilation) nodePlan(n *intent.Node, b ipam.Block) *plan.NodePlan {
 			// Only when set: rolling is what a plan without it means, so
 			// that plans compiled before the setting existed stay the same.
 			p.Rollout.VXLANChange = r.VXLANChange
+		}
+		if r.BuildRegression == plan.BuildHold {
+			// Only when set, for the same reason: proceed is what a
+			// plan without it means.
+			p.Rollout.BuildRegression = r.BuildRegression
 		}
 	}
 	bits := b.Prefix.Bits()

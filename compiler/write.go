@@ -223,10 +223,13 @@ func removeTemps(dir string) error {
 	return nil
 }
 
+// createTemp is os.CreateTemp; tests make it fail as a full disk does.
+var createTemp = os.CreateTemp
+
 // writeTemp writes data to a new temporary file in dir and returns its
 // name.
 func writeTemp(dir string, data []byte) (string, error) {
-	f, err := os.CreateTemp(dir, tempPrefix+"*"+tempSuffix)
+	f, err := createTemp(dir, tempPrefix+"*"+tempSuffix)
 	if err != nil {
 		return "", err
 	}
@@ -365,7 +368,7 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 			}
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	if err := joinByCause(errs); err != nil {
 		dropTemps(0)
 		dropPartTemps(0)
 		return nil, fmt.Errorf("no plan written to %s: %w", dir, err)

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/hnsplan/hnsplan/compiler"
@@ -503,6 +505,61 @@ func TestReadPlanDirParts(t *testing.T) {
 				t.Errorf("error %v, want one with %q", err, tt.err)
 			case tt.err != "" && plans != nil:
 				t.Errorf("plans returned with the error")
+			}
+		})
+	}
+}
+
+// TestOneErrorPerCause: when every plan file fails with the same system
+// error (a full disk, a read-only file system, no permission), WritePlans
+// says it once, with how many files failed and what to do, not one line
+// per file; an error of another cause is still said on its own.
+func TestOneErrorPerCause(t *testing.T) {
+	var plans []*plan.NodePlan
+	for i := range 40 {
+		plans = append(plans, &plan.NodePlan{FormatVersion: plan.FormatVersion, Kind: plan.Kind, Node: fmt.Sprintf("win-%02d", i)})
+	}
+	for _, tc := range []struct {
+		name  string
+		cause error
+		hint  string
+	}{
+		{"full disk", syscall.ENOSPC, "the disk (or your quota) is full"},
+		{"read-only", syscall.EROFS, "the file system is read-only"},
+		{"permission", syscall.EACCES, "you may not write there"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var mu sync.Mutex
+			calls := 0
+			defer compiler.SetCreateTemp(func(dir, pattern string) (*os.File, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				calls++
+				if calls == 7 { // one file fails otherwise
+					return nil, &fs.PathError{Op: "open", Path: filepath.Join(dir, "odd"), Err: syscall.EISDIR}
+				}
+				return nil, &fs.PathError{Op: "open", Path: filepath.Join(dir, pattern), Err: tc.cause}
+			})()
+			_, err := compiler.WritePlans(dir, "demo", plans, nil)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !errors.Is(err, tc.cause) || !errors.Is(err, syscall.EISDIR) {
+				t.Errorf("error %q does not wrap %v and EISDIR", err, tc.cause)
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != 2 {
+				t.Fatalf("%d lines, want 2 (one per cause):\n%s", len(lines), err)
+			}
+			if want := "39 files could not be written: " + tc.cause.Error(); !strings.Contains(lines[0], want) || !strings.Contains(lines[0], tc.hint) {
+				t.Errorf("first line %q: want %q and %q", lines[0], want, tc.hint)
+			}
+			if !strings.Contains(err.Error(), "is a directory") {
+				t.Errorf("the other cause is lost: %s", err)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+				t.Errorf("files left behind: %v", entries)
 			}
 		})
 	}

@@ -77,7 +77,7 @@ func newPRRepo(t *testing.T) *prRepo {
 	}
 	r.git("init", "-q", "-b", "main")
 	// What the CI writes into the work tree is not part of any push.
-	if err := os.WriteFile(filepath.Join(r.dir, ".git", "info", "exclude"), []byte("hnsplan-diff.md\nhnsplan.out\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(r.dir, ".git", "info", "exclude"), []byte("hnsplan-diff.md\nhnsplan.out\nhnsplan-inventory.yaml*\ngl-code-quality-report.json\nhnsplan-plans/\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	r.git("add", ".")

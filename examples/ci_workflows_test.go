@@ -36,9 +36,12 @@ type glJob struct {
 	Variables     map[string]string   `yaml:"variables"`
 	BeforeScript  []string            `yaml:"before_script"`
 	Script        []string            `yaml:"script"`
+	ResourceGroup string              `yaml:"resource_group"`
+	Timeout       string              `yaml:"timeout"`
 	Artifacts     struct {
-		When  string   `yaml:"when"`
-		Paths []string `yaml:"paths"`
+		When    string            `yaml:"when"`
+		Paths   []string          `yaml:"paths"`
+		Reports map[string]string `yaml:"reports"`
 	} `yaml:"artifacts"`
 }
 
@@ -76,10 +79,12 @@ func resolve(t *testing.T, v string, ctx map[string]string) string {
 	return r
 }
 
-// TestCIGitHubWorkflow runs the workflow's own steps, "Vet and diff" and
+// TestCIGitHubWorkflow runs the workflow's own steps, "Read the cluster's
+// inventory" (as on a fork: no secret), "Vet and diff", "Vet as SARIF" and
 // "Comment on the pull request", through a pull request's pushes, with a fake
 // gh that already holds a comment quoting the marker (by someone else) and
-// another bot comment; neither may be touched.
+// another bot comment; neither may be touched. The SARIF is validated
+// against the SARIF 2.1.0 schema code scanning reads.
 func TestCIGitHubWorkflow(t *testing.T) {
 	needTools(t, "git", "jq", "bash")
 	var wf ghWorkflow
@@ -98,10 +103,20 @@ func TestCIGitHubWorkflow(t *testing.T) {
 		}
 		step[s.ID] = s
 	}
-	plan, comment := step["plan"], step["comment"]
-	if plan.Run == "" || comment.Run == "" {
-		t.Fatalf("the workflow needs the steps id: plan and id: comment with run scripts")
+	inventory, plan, sarif, comment := step["inventory"], step["plan"], step["sarif"], step["comment"]
+	if inventory.Run == "" || plan.Run == "" || sarif.Run == "" || comment.Run == "" {
+		t.Fatalf("the workflow needs the steps id: inventory, plan, sarif and comment with run scripts")
 	}
+	upload := false
+	for _, s := range job.Steps {
+		if strings.HasPrefix(s.Uses, "github/codeql-action/upload-sarif@") {
+			upload = s.With["sarif_file"] == "${{ runner.temp }}/hnsplan.sarif" && s.If == "${{ !cancelled() && steps.sarif.outcome == 'success' }}"
+		}
+	}
+	if !upload {
+		t.Error("no upload-sarif step of ${{ runner.temp }}/hnsplan.sarif after the sarif step")
+	}
+	schema := sarifSchema(t)
 	// The comment must follow a failed plan (vet errors), and be skipped
 	// when the plan never ran.
 	if comment.If != "${{ !cancelled() && steps.plan.outputs.comment != '' }}" {
@@ -117,6 +132,7 @@ func TestCIGitHubWorkflow(t *testing.T) {
 	fake := newFakeForge(t, "gh", fakeGH, "comments.json", canned,
 		"FAKE_REPO=octo/cluster", "FAKE_PR=7", "FAKE_LOGIN="+login)
 
+	var runnerTemp string
 	runStep := func(s ghStep, ctx map[string]string) (int, string, map[string]string, string) {
 		t.Helper()
 		dir := t.TempDir()
@@ -127,7 +143,7 @@ func TestCIGitHubWorkflow(t *testing.T) {
 			}
 		}
 		env := runnerEnv(fake, "GITHUB_OUTPUT="+output, "GITHUB_STEP_SUMMARY="+summary,
-			"GITHUB_REPOSITORY=octo/cluster", "GITHUB_BASE_REF=main", "CI=true")
+			"GITHUB_REPOSITORY=octo/cluster", "GITHUB_BASE_REF=main", "CI=true", "RUNNER_TEMP="+runnerTemp)
 		for k, v := range wf.Env {
 			env = append(env, k+"="+resolve(t, v, ctx))
 		}
@@ -155,7 +171,12 @@ func TestCIGitHubWorkflow(t *testing.T) {
 			"github.base_ref":                          "main",
 			"github.event.pull_request.number":         "7",
 			"github.token":                             "ghs_test",
-			"github.event.pull_request.head.repo.fork": "false",
+			"github.event.pull_request.head.repo.fork": "true",
+			"secrets.HNSPLAN_INVENTORY_KUBECONFIG":     "",
+		}
+		runnerTemp = t.TempDir()
+		if iexit, ilog, _, _ := runStep(inventory, ctx); iexit != 0 {
+			t.Errorf("%s: inventory step exit %d:\n%s", name, iexit, ilog)
 		}
 		exit, log, outputs, _ := runStep(plan, ctx)
 		t.Logf("%s: plan step (exit %d):\n%s", name, exit, log)
@@ -174,6 +195,11 @@ func TestCIGitHubWorkflow(t *testing.T) {
 			t.Errorf("%s: summary %q is not vet's summary line", name, outputs["summary"])
 		}
 
+		if sexit, slog, _, _ := runStep(sarif, ctx); sexit != 0 {
+			t.Errorf("%s: sarif step exit %d:\n%s", name, sexit, slog)
+		}
+		checkSARIF(t, schema, filepath.Join(runnerTemp, "hnsplan.sarif"), name == "push with a vet error")
+
 		ctx["steps.plan.outputs.comment"] = outputs["comment"]
 		cexit, clog, coutputs, sum := runStep(comment, ctx)
 		if cexit != 0 || len(coutputs) != 0 {
@@ -191,6 +217,13 @@ func TestCIGitHubWorkflow(t *testing.T) {
 		}
 		fake.load(t, "comments.json", &comments)
 		body := ""
+		defer func() {
+			// A fork's run has no secret: the comment says the access delta was skipped, and why.
+			const skipped = "**Access delta not shown** (who gains or loses access): no kubeconfig to read the cluster with: the secret HNSPLAN_INVENTORY_KUBECONFIG is not set for this run (pull requests from forks get no secrets)"
+			if body != "" && name != "push with a vet error" && !strings.Contains(body, skipped) {
+				t.Errorf("%s: the comment does not say the access delta was skipped:\n%s", name, body)
+			}
+		}()
 		for _, c := range comments {
 			switch {
 			case c.ID == 11 || c.ID == 12:
@@ -211,16 +244,18 @@ func TestCIGitHubWorkflow(t *testing.T) {
 }
 
 // TestCIGitLabJob runs the job's script (not before_script, which installs
-// jq and hnsplan) through a merge request's pushes, with a fake curl serving
-// the notes API: 150 notes by others first, one of them quoting the marker,
-// so finding our note takes the second page.
+// jq, kubectl and hnsplan; TestCIInstall runs its install line) through a
+// merge request's pushes, as from a fork (no inventory variable), with a
+// fake curl serving the notes API: 150 notes by others first, one of them
+// quoting the marker, so finding our note takes the second page. The code
+// quality report is read as GitLab reads it.
 func TestCIGitLabJob(t *testing.T) {
 	needTools(t, "git", "jq", "bash")
 	var jobs map[string]glJob
 	readYAML(t, "ci/gitlab-ci.yml", true, &jobs)
 	job, ok := jobs["hnsplan"]
-	if !ok || len(jobs) != 1 {
-		t.Fatalf("gitlab-ci.yml must hold the one job hnsplan: %v", jobs)
+	if _, deploy := jobs["hnsplan-deploy"]; !ok || !deploy || len(jobs) != 2 {
+		t.Fatalf("gitlab-ci.yml must hold the jobs hnsplan and hnsplan-deploy: %v", jobs)
 	}
 	if len(job.Rules) != 1 || job.Rules[0]["if"] != `$CI_PIPELINE_SOURCE == "merge_request_event"` || len(job.Rules[0]) != 1 {
 		t.Errorf("rules %v: run on every merge request event, with no changes: filter (a push that reverts must still run)", job.Rules)
@@ -228,11 +263,12 @@ func TestCIGitLabJob(t *testing.T) {
 	if job.Variables["GIT_DEPTH"] != "0" || job.Variables["INTENT_DIR"] != "cluster" {
 		t.Errorf("variables %v: want GIT_DEPTH 0 (the merge base) and INTENT_DIR cluster", job.Variables)
 	}
-	if !strings.Contains(strings.Join(job.BeforeScript, "\n"), `go install "github.com/hnsplan/hnsplan/cmd/hnsplan@$HNSPLAN_VERSION"`) {
-		t.Errorf("before_script %q does not install the pinned hnsplan", job.BeforeScript)
+	if !strings.Contains(strings.Join(job.BeforeScript, "\n"), `sh ci/hnsplan-pr.sh install "$HNSPLAN_VERSION" /usr/local/bin`) {
+		t.Errorf("before_script %q does not install the pinned hnsplan release", job.BeforeScript)
 	}
-	if job.Artifacts.When != "always" || len(job.Artifacts.Paths) != 1 || job.Artifacts.Paths[0] != "hnsplan-diff.md" {
-		t.Errorf("artifacts %+v: keep hnsplan-diff.md always", job.Artifacts)
+	if job.Artifacts.When != "always" || len(job.Artifacts.Paths) != 1 || job.Artifacts.Paths[0] != "hnsplan-diff.md" ||
+		len(job.Artifacts.Reports) != 1 || job.Artifacts.Reports["codequality"] != "gl-code-quality-report.json" {
+		t.Errorf("artifacts %+v: keep hnsplan-diff.md always, and report gl-code-quality-report.json as codequality", job.Artifacts)
 	}
 	if !job.Interruptible {
 		t.Error("the job should be interruptible: a newer push supersedes it")
@@ -273,6 +309,7 @@ func TestCIGitLabJob(t *testing.T) {
 		if _, err := parseGitHubOutput(string(out)); err != nil {
 			t.Errorf("%s: the plan's standard output: %v\n%s", name, err, out)
 		}
+		checkCodeQuality(t, filepath.Join(r.dir, "gl-code-quality-report.json"), name == "push with a vet error")
 		var notes []struct {
 			ID     int
 			Author struct{ ID int }
@@ -299,38 +336,6 @@ func TestCIGitLabJob(t *testing.T) {
 	})
 }
 
-// TestCIExamplesPinned keeps the examples' versions in step with the module:
-// the Go they build hnsplan with must be the one go.mod asks for, and both
-// pin the same hnsplan release.
-func TestCIExamplesPinned(t *testing.T) {
-	mod, err := os.ReadFile("../go.mod")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
-	if m == nil {
-		t.Fatal("go.mod has no go line")
-	}
-	goVersion := string(m[1])
-	var wf ghWorkflow
-	readYAML(t, "ci/github-actions.yml", false, &wf)
-	var jobs map[string]glJob
-	readYAML(t, "ci/gitlab-ci.yml", true, &jobs)
-	setup := ""
-	for _, s := range wf.Jobs["plan"].Steps {
-		if strings.HasPrefix(s.Uses, "actions/setup-go@") {
-			setup = s.With["go-version"]
-		}
-	}
-	if setup != goVersion || jobs["hnsplan"].Image != "golang:"+goVersion {
-		t.Errorf("go.mod wants go %s; setup-go has %q, the GitLab image is %q", goVersion, setup, jobs["hnsplan"].Image)
-	}
-	gh, gl := wf.Env["HNSPLAN_VERSION"], jobs["hnsplan"].Variables["HNSPLAN_VERSION"]
-	if !regexp.MustCompile(`^v\d+\.\d+\.\d+$`).MatchString(gh) || gh != gl {
-		t.Errorf("HNSPLAN_VERSION: GitHub %q, GitLab %q: pin one release in both", gh, gl)
-	}
-}
-
 // TestCIWorkflowsLint runs actionlint (a tool dependency in go.mod) on the
 // example and on this repository's own workflows. actionlint checks the run
 // scripts with shellcheck when shellcheck is installed; the script itself
@@ -340,7 +345,7 @@ func TestCIWorkflowsLint(t *testing.T) {
 	if err != nil || len(own) == 0 {
 		t.Fatalf("no workflows in ../.github/workflows: %v", err)
 	}
-	args := append([]string{"tool", "actionlint", "-no-color", "ci/github-actions.yml"}, own...)
+	args := append([]string{"tool", "actionlint", "-no-color", "ci/github-actions.yml", "ci/github-actions-deploy.yml"}, own...)
 	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 		t.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}

@@ -147,7 +147,7 @@ func deployObjects(t *testing.T) map[string][]runtime.Object {
 				for i, c := range obj.Spec.Template.Spec.Containers {
 					obj.Spec.Template.Spec.Containers[i].Image = k.image(c.Image)
 				}
-			case *corev1.Namespace, *corev1.ServiceAccount,
+			case *corev1.Namespace, *corev1.ServiceAccount, *corev1.ConfigMap,
 				*rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding, *rbacv1.Role, *rbacv1.RoleBinding,
 				*admissionv1.ValidatingAdmissionPolicy, *admissionv1.ValidatingAdmissionPolicyBinding:
 			default:
@@ -203,7 +203,7 @@ func loadRBAC(t *testing.T) *rbacSet {
 			ns := o.(interface{ GetNamespace() string }).GetNamespace()
 			name := o.(interface{ GetName() string }).GetName()
 			switch o.(type) {
-			case *corev1.ServiceAccount, *rbacv1.Role, *rbacv1.RoleBinding, *appsv1.DaemonSet:
+			case *corev1.ServiceAccount, *corev1.ConfigMap, *rbacv1.Role, *rbacv1.RoleBinding, *appsv1.DaemonSet:
 				if ns != deployNamespace {
 					t.Errorf("%s: %T %s is in namespace %q, not %s", file, o, name, ns, deployNamespace)
 				}

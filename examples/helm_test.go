@@ -512,13 +512,6 @@ func TestHelmValuesDocumented(t *testing.T) {
 	walkVals("", ch.Values)
 }
 
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 // TestHelmInstallCommandsInDocs renders the chart as each documented
 // `helm install` command asks (its -n and --set flags; a shell expansion
 // in a value stands for a host), so the docs cannot drift from the chart's

@@ -1,3 +1,5 @@
+//go:build release
+
 package examples_test
 
 import (
@@ -13,13 +15,15 @@ import (
 )
 
 // TestRelease runs `make release` for this machine's platform, twice,
-// into two directories, with a version and commit given: each binary
-// prints them, SHA256SUMS lists every file and matches it, the SBOM lists
+// into two directories, with the commit given: each binary prints the
+// changelog's newest version and the commit, RELEASE_NOTES.md is that
+// version's section, SHA256SUMS lists every file and matches it, the SBOM lists
 // the module and its dependencies, no path of the build machine is in a
 // binary, and the two runs wrote the same bytes (the output's directory
 // does not reach the binaries). The full matrix (make release, four
 // platforms) is not run here: it compiles every dependency once per
-// platform, minutes.
+// platform, minutes. It rebuilds every dependency with release flags, so it
+// runs in make test-release (build tag release), not in make test.
 func TestRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries with make")
@@ -36,15 +40,23 @@ func TestRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const version, commit = "v9.8.7-test", "0123456789abcdef0123456789abcdef01234567"
+	log := repoChangelog(t)
+	version, notes := log.Newest().Version.Tag(), log.Notes(log.Newest())
+	const commit = "0123456789abcdef0123456789abcdef01234567"
 	platform := runtime.GOOS + "/" + runtime.GOARCH
 	ext := map[bool]string{true: ".exe"}[runtime.GOOS == "windows"]
 	suffix := "-" + runtime.GOOS + "-" + runtime.GOARCH
 	var sums []string
-	for _, dir := range []string{filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b", "c")} {
+	// The first as a release is served (BASE/VERSION/ASSET), for the CI
+	// examples' install below.
+	base := t.TempDir()
+	for _, dir := range []string{filepath.Join(base, version), filepath.Join(t.TempDir(), "b", "c")} {
 		mustRun(t, repo, "make", "--no-print-directory", "release", "RELEASE_DIR="+dir,
-			"CLI_PLATFORMS="+platform, "AGENT_PLATFORMS="+platform, "VERSION="+version, "COMMIT="+commit)
-		want := []string{"SHA256SUMS"}
+			"CLI_PLATFORMS="+platform, "AGENT_PLATFORMS="+platform, "COMMIT="+commit)
+		want := []string{"SHA256SUMS", "RELEASE_NOTES.md"}
+		if got, err := os.ReadFile(filepath.Join(dir, "RELEASE_NOTES.md")); err != nil || string(got) != notes {
+			t.Errorf("RELEASE_NOTES.md: %v\n%s\nwant the changelog's section:\n%s", err, got, notes)
+		}
 		for _, name := range []string{"hnsplan", "hnsplan-agent"} {
 			bin := filepath.Join(dir, name+suffix+ext)
 			want = append(want, name+suffix+ext, name+suffix+".sbom.txt")
@@ -102,10 +114,23 @@ func TestRelease(t *testing.T) {
 			}
 			listed = append(listed, name)
 		}
+		slices.Sort(listed)
 		if !slices.Equal(listed, slices.DeleteFunc(slices.Clone(want), func(s string) bool { return s == "SHA256SUMS" })) {
 			t.Errorf("SHA256SUMS lists %q", listed)
 		}
 		sums = append(sums, string(data))
+	}
+	// The CI examples install this release as they would from GitHub: the
+	// binary checked against SHA256SUMS, and its version.
+	if runtime.GOOS == "linux" && (runtime.GOARCH == "amd64" || runtime.GOARCH == "arm64") {
+		dir := t.TempDir()
+		cmd := exec.Command("sh", "ci/hnsplan-pr.sh", "install", version, dir)
+		cmd.Env = append(os.Environ(), "HNSPLAN_RELEASE_URL=file://"+base)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("hnsplan-pr.sh install %s from the release: %v\n%s", version, err, out)
+		} else if got := mustRun(t, dir, filepath.Join(dir, "hnsplan"), "version"); !strings.HasPrefix(got, "hnsplan "+version+" (commit "+commit) {
+			t.Errorf("the installed hnsplan says %q", got)
+		}
 	}
 	if sums[0] != sums[1] {
 		t.Errorf("two release builds of one commit differ:\n%s\n%s", sums[0], sums[1])

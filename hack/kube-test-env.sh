@@ -129,7 +129,20 @@ EOF
 	log "built $ETCD"
 }
 
-cmd_build() { build_etcd; build_kube_apiserver; }
+# One build at a time per cache: several test runs started together (make
+# test-integration in two checkouts) would otherwise each compile the same
+# few thousand packages, all at once; the later ones wait and find the
+# binaries cached.
+cmd_build() {
+	mkdir -p "$KAS_CACHE"
+	if command -v flock >/dev/null 2>&1; then
+		exec 9>"$KAS_CACHE/.build.lock"
+		flock 9
+	fi
+	build_etcd
+	build_kube_apiserver
+	if command -v flock >/dev/null 2>&1; then exec 9>&-; fi
+}
 
 # free_port picks a random port nothing listens on. Best effort: another
 # process may take it before the server binds, and start then fails loudly.

@@ -67,6 +67,9 @@ type Node struct {
 	TunnelMAC string
 	// TunnelAddr is the IPv4 VXLAN tunnel (VTEP) address; invalid if absent.
 	TunnelAddr netip.Addr
+	// KernelVersion is status.nodeInfo.kernelVersion (on Windows the OS
+	// build, 10.0.20348.2582): kept for the agent's own node only.
+	KernelVersion string
 }
 
 // A NodeAddress is one of status.addresses.
@@ -145,6 +148,7 @@ func podFromAPI(p *corev1.Pod, in *interner) Pod {
 func nodeFromAPI(n *corev1.Node) Node {
 	out := nodeFrom(n, nil)
 	out.Labels, out.Annotations = cloneMap(n.Labels), cloneMap(n.Annotations)
+	out.KernelVersion = n.Status.NodeInfo.KernelVersion
 	return out
 }
 

@@ -58,6 +58,17 @@ const (
 	// rewriting an endpoint's ACLs the agent wrote): the agent writes
 	// nothing to HNS until it is gone; last-error names it.
 	StateConflict NodeState = "conflict"
+	// StateSuspended: an operator suspended the agent (the ConfigMap
+	// hnsplan-system/hnsplan-control, applier/control): it writes nothing
+	// to HNS and takes no step of a replace until unsuspended; last-error
+	// names the key and the reason.
+	StateSuspended NodeState = "suspended"
+	// StateRolloutHeld: a replace is needed, but the node runs a Windows
+	// build with a known container-networking regression
+	// (compiler/winbuild) and the plan's rollout.buildRegression is
+	// "hold": the agent takes no slot and does not cordon until the node
+	// reports a fixed build; last-error names the build and the update.
+	StateRolloutHeld NodeState = "rollout-held"
 )
 
 // Status is what SetStatus publishes.

@@ -70,7 +70,12 @@ func nodeTransform(self string, in *interner) cache.TransformFunc {
 				}
 			}
 		}
-		return &nodeObject{Node: nodeFrom(n, in), labels: in.pairs(n.Labels), annotations: in.pairs(ann), rv: n.ResourceVersion}, nil
+		out := &nodeObject{Node: nodeFrom(n, in), labels: in.pairs(n.Labels), annotations: in.pairs(ann), rv: n.ResourceVersion}
+		if n.Name == self {
+			// The OS build (applier's build report and rollout hold).
+			out.KernelVersion = n.Status.NodeInfo.KernelVersion
+		}
+		return out, nil
 	}
 }
 

@@ -174,8 +174,7 @@ func (c *ConfigMap) Run(ctx context.Context, updates chan<- Update) error {
 	}()
 	parts := storeParts{partInf.GetStore()}
 
-	e := &emitter{node: c.Node, source: "configmap " + key, what: "the ConfigMap", updates: updates,
-		trust: c.Trust, sigName: "its data key " + ConfigMapSignatureKey}
+	e := c.emitter(key, updates)
 	for {
 		select {
 		case <-ctx.Done():
@@ -220,6 +219,12 @@ func (c *ConfigMap) Run(ctx context.Context, updates chan<- Update) error {
 			}
 		}
 	}
+}
+
+// emitter is the emitter of the ConfigMap key (namespace/name).
+func (c *ConfigMap) emitter(key string, updates chan<- Update) *emitter {
+	return &emitter{node: c.Node, source: "configmap " + key, what: "the ConfigMap", updates: updates,
+		trust: c.Trust, sigName: "its data key " + ConfigMapSignatureKey}
 }
 
 // look sends what the store holds for key. Its error is only ever ctx's.

@@ -44,6 +44,25 @@ type TrustedKeys struct {
 	Resync time.Duration
 }
 
+// KeysOf reads the keys of the trusted-keys ConfigMap cm as the agent
+// does, or says why it has none: no TrustedKeysKey, no key listed, or a
+// line that is not an ed25519 public key. A nil cm is missing.
+func KeysOf(cm *corev1.ConfigMap) (plan.Keyring, error) {
+	source := (&TrustedKeys{}).Source()
+	if cm == nil {
+		return nil, fmt.Errorf("%s does not exist", source)
+	}
+	text, ok := cm.Data[TrustedKeysKey]
+	if !ok {
+		return nil, fmt.Errorf("%s: the ConfigMap has no key %s", source, TrustedKeysKey)
+	}
+	ring, err := sshkey.ParseAuthorizedKeys([]byte(text), source)
+	if err == nil && len(ring) == 0 {
+		err = fmt.Errorf("%s lists no key", source)
+	}
+	return ring, err
+}
+
 // Source names the ConfigMap and its key, for messages.
 func (k *TrustedKeys) Source() string {
 	return "configmap " + ConfigMapNamespace + "/" + TrustedKeysName + " key " + TrustedKeysKey
@@ -70,16 +89,7 @@ func (k *TrustedKeys) Run(ctx context.Context) error {
 		if !ok || cm.Name != TrustedKeysName {
 			return // a watch that does not filter by name (a fake) sends others
 		}
-		text, ok := cm.Data[TrustedKeysKey]
-		if !ok {
-			set(nil, fmt.Errorf("%s: the ConfigMap has no key %s", source, TrustedKeysKey))
-			return
-		}
-		ring, err := sshkey.ParseAuthorizedKeys([]byte(text), source)
-		if err == nil && len(ring) == 0 {
-			err = fmt.Errorf("%s lists no key", source)
-		}
-		set(ring, err)
+		set(KeysOf(cm))
 	}
 	inf := coreinformers.NewFilteredConfigMapInformer(k.Client, ConfigMapNamespace, resync, cache.Indexers{},
 		func(o *metav1.ListOptions) {

@@ -108,68 +108,7 @@ state directory defaults to FILE.d); on Windows the default is the host's HNS.
 so that their ACLs can be applied.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !once {
-				return errors.New("apply needs --once (the service is `hnsplan-agent run`)")
-			}
-			if planFile == "" {
-				return errors.New("apply needs --plan FILE")
-			}
-			if node == "" {
-				node = hostName()
-			}
-			var trust *planwatch.Trust
-			if trustedKeys != "" {
-				ring, err := readTrustedKeys(trustedKeys)
-				if err != nil {
-					return err
-				}
-				trust = planwatch.NewTrust(ring)
-			}
-			// The service's own read: signature, plan, the parts beside
-			// it, plan.Validate (whoever wrote it: no hostile plan is
-			// applied).
-			u := (&planwatch.File{Path: planFile, Node: node, Trust: trust}).Read(cmd.Context())
-			if err := planRefused(planFile, u); err != nil {
-				return err
-			}
-			if trust != nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "plan %s: signed by %s, a trusted key\n", planFile, u.Signer)
-			}
-			p := u.Plan
-			client, closeFn, err := openHNS(hnsFlag, mem, p)
-			if err != nil {
-				return err
-			}
-			defer closeFn()
-			mem, _ := client.(*hnsmem.HNS)
-			if simulateCNI && (mem == nil || dryRun) {
-				return &exitError{code: exitUsage, err: errors.New("--simulate-cni needs --hns mem, and no --dry-run")}
-			}
-			sd, err := openStateDir(stateDir, hnsFlag, "apply --once")
-			if err != nil {
-				return err
-			}
-			defer sd.close()
-			agent, err := applier.NewAgent(applier.Config{Node: node, HNS: client, HNSName: hnsFlag, StateDir: sd.dir, HostRoutes: hostRoutes(),
-				Plans: &planwatch.File{Path: planFile, Node: node, Trust: trust}, PlansFrom: planFile})
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			out := cmd.OutOrStdout()
-			if err := applyOnce(cmd.Context(), out, agent, client, p, dryRun, !simulateCNI); err != nil {
-				return err
-			}
-			if !simulateCNI {
-				return nil
-			}
-			// The network is there: the CNI networks the node's pods, with
-			// their own policies and no ACLs; then the agent programs those.
-			n, err := simulatePods(mem, p)
-			if err != nil {
-				return &exitError{code: exitFailed, err: err}
-			}
-			fmt.Fprintf(out, "\n(the CNI networked %d pods)\n", n)
-			return applyOnce(cmd.Context(), out, agent, client, p, false, true)
+			return runApply(cmd, applyFlags{once: once, dryRun: dryRun, simulateCNI: simulateCNI, planFile: planFile, hnsFlag: hnsFlag, node: node, stateDir: stateDir, trustedKeys: trustedKeys, mem: mem})
 		},
 	}
 	cmd.Flags().BoolVar(&once, "once", false, "apply once and exit")
@@ -182,6 +121,79 @@ so that their ACLs can be applied.`,
 	cmd.Flags().StringVar(&trustedKeys, "trusted-keys", "", trustedKeysHelp)
 	mem.register(cmd.Flags())
 	return cmd
+}
+
+// applyFlags are apply's flags.
+type applyFlags struct {
+	once, dryRun, simulateCNI                      bool
+	planFile, hnsFlag, node, stateDir, trustedKeys string
+	mem                                            memOptions
+}
+
+// runApply applies the plan file once, as apply's flags say.
+func runApply(cmd *cobra.Command, f applyFlags) error {
+	if !f.once {
+		return errors.New("apply needs --once (the service is `hnsplan-agent run`)")
+	}
+	if f.planFile == "" {
+		return errors.New("apply needs --plan FILE")
+	}
+	if f.node == "" {
+		f.node = hostName()
+	}
+	var trust *planwatch.Trust
+	if f.trustedKeys != "" {
+		ring, err := readTrustedKeys(f.trustedKeys)
+		if err != nil {
+			return err
+		}
+		trust = planwatch.NewTrust(ring)
+	}
+	// The service's own read: signature, plan, the parts beside
+	// it, plan.Validate (whoever wrote it: no hostile plan is
+	// applied).
+	u := (&planwatch.File{Path: f.planFile, Node: f.node, Trust: trust}).Read(cmd.Context())
+	if err := planRefused(f.planFile, u); err != nil {
+		return err
+	}
+	if trust != nil {
+		fmt.Fprintf(cmd.OutOrStdout(), "plan %s: signed by %s, a trusted key\n", f.planFile, u.Signer)
+	}
+	p := u.Plan
+	client, closeFn, err := openHNS(f.hnsFlag, f.mem, p)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	mem, _ := client.(*hnsmem.HNS)
+	if f.simulateCNI && (mem == nil || f.dryRun) {
+		return &exitError{code: exitUsage, err: errors.New("--simulate-cni needs --hns mem, and no --dry-run")}
+	}
+	sd, err := openStateDir(f.stateDir, f.hnsFlag, "apply --once")
+	if err != nil {
+		return err
+	}
+	defer sd.close()
+	agent, err := applier.NewAgent(applier.Config{Node: f.node, HNS: client, HNSName: f.hnsFlag, StateDir: sd.dir, HostRoutes: hostRoutes(),
+		Plans: &planwatch.File{Path: f.planFile, Node: f.node, Trust: trust}, PlansFrom: f.planFile})
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	out := cmd.OutOrStdout()
+	if err := applyOnce(cmd.Context(), out, agent, client, p, f.dryRun, !f.simulateCNI); err != nil {
+		return err
+	}
+	if !f.simulateCNI {
+		return nil
+	}
+	// The network is there: the CNI networks the node's pods, with
+	// their own policies and no ACLs; then the agent programs those.
+	n, err := simulatePods(mem, p)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	fmt.Fprintf(out, "\n(the CNI networked %d pods)\n", n)
+	return applyOnce(cmd.Context(), out, agent, client, p, false, true)
 }
 
 // planRefused is the exit for a plan file apply --once cannot take: absent

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -72,6 +73,15 @@ func newStatusCmd() *cobra.Command {
 			for _, m := range st.Mismatches {
 				fmt.Fprintf(out, "hns-readback-mismatch: %s\n", m)
 			}
+			if b := st.OSBuild; b != nil {
+				fmt.Fprintf(out, "windows:  %s (from the %s)\n", b.Build, b.From)
+				if r := b.Regression; r != nil {
+					fmt.Fprintf(out, "windows:  known regression since %s: %s; fixed by %s\n", r.Introduced, r.Summary, r.Fixed)
+				}
+			}
+			if s := st.Suspended; s != nil {
+				fmt.Fprintf(out, "suspended: by key %s: %s\n", s.Key, orNone(s.Reason))
+			}
 			return nil
 		},
 	}
@@ -110,57 +120,7 @@ Each writes a request into the agent's state directory, which the agent takes at
 next pass (within seconds while it waits; a blocked drain ends its wait first).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			n := 0
-			for _, b := range []bool{confirm, retry, abort} {
-				if b {
-					n++
-				}
-			}
-			if n != 1 {
-				return &exitError{code: exitUsage, err: errors.New("replace needs one of --confirm (start a replace: it drains the node and recreates its network), --retry or --abort")}
-			}
-			st, err := getStatus(addr)
-			if err != nil {
-				return &exitError{code: exitFailed, err: err}
-			}
-			out := cmd.OutOrStdout()
-			switch {
-			case confirm:
-				if st.State != kube.StateReplacePending {
-					return &exitError{code: exitFailed, err: fmt.Errorf("node %s is %s, not replace-pending: there is nothing to confirm", st.Node, st.State)}
-				}
-				if err := replace.Confirm(filepath.Join(stateDir, statedir.ConfirmFile), st.Plan); err != nil {
-					return &exitError{code: exitFailed, err: err}
-				}
-				fmt.Fprintf(out, "confirmed the replace for plan %s on node %s; the agent starts it at its next pass\n", st.Plan, st.Node)
-			case retry:
-				switch st.State {
-				case kube.StateBlocked, kube.StateError, kube.StateRolloutHalted, kube.StateReplacePending:
-				default:
-					return &exitError{code: exitFailed, err: fmt.Errorf("node %s is %s: there is no halted replace to retry (blocked, error, rollout-halted or an aborted replace-pending)", st.Node, st.State)}
-				}
-				if err := request(stateDir, statedir.RetryFile, st.Plan); err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "asked node %s to retry the replace for plan %s (it was %s); the agent takes a rollout slot again at its next pass\n", st.Node, st.Plan, st.State)
-			case abort:
-				j, err := replace.LoadJournal(filepath.Join(stateDir, statedir.JournalFile))
-				if err != nil {
-					return &exitError{code: exitFailed, err: err}
-				}
-				if j != nil && !replace.Abortable(j.Step) {
-					return &exitError{code: exitFailed, err: fmt.Errorf("node %s: the replace of network %s (%s) is at step %s: %w. The node has no network until it is; "+
-						"fix what stops it (hnsplan-agent status, the node's Events) and let it finish, or hnsplan-agent replace --retry", st.Node, j.Want.Name, j.Reason, j.Step, replace.ErrTooLate)}
-				}
-				if j == nil && st.State != kube.StateRolloutWaiting && st.State != kube.StateRolloutHalted && st.State != kube.StateError {
-					return &exitError{code: exitFailed, err: fmt.Errorf("node %s is %s and no replace is journalled in %s: there is nothing to abort", st.Node, st.State, stateDir)}
-				}
-				if err := request(stateDir, statedir.AbortFile, st.Plan); err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "asked node %s to abort its replace for plan %s; at its next pass it uncordons, releases its rollout slot and reports replace-pending\n", st.Node, st.Plan)
-			}
-			return nil
+			return runReplace(cmd.OutOrStdout(), confirm, retry, abort, addr, stateDir)
 		},
 	}
 	cmd.Flags().BoolVar(&confirm, "confirm", false, "confirm the replace")
@@ -169,6 +129,61 @@ next pass (within seconds while it waits; a blocked drain ends its wait first).`
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:9180", "the agent's --listen address")
 	cmd.Flags().StringVar(&stateDir, "state-dir", defaultStateDir(), "the agent's --state-dir")
 	return cmd
+}
+
+// runReplace asks the agent at addr, whose state directory is stateDir,
+// to confirm, retry or abort its replace.
+func runReplace(out io.Writer, confirm, retry, abort bool, addr, stateDir string) error {
+	n := 0
+	for _, b := range []bool{confirm, retry, abort} {
+		if b {
+			n++
+		}
+	}
+	if n != 1 {
+		return &exitError{code: exitUsage, err: errors.New("replace needs one of --confirm (start a replace: it drains the node and recreates its network), --retry or --abort")}
+	}
+	st, err := getStatus(addr)
+	if err != nil {
+		return &exitError{code: exitFailed, err: err}
+	}
+	switch {
+	case confirm:
+		if st.State != kube.StateReplacePending {
+			return &exitError{code: exitFailed, err: fmt.Errorf("node %s is %s, not replace-pending: there is nothing to confirm", st.Node, st.State)}
+		}
+		if err := replace.Confirm(filepath.Join(stateDir, statedir.ConfirmFile), st.Plan); err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		fmt.Fprintf(out, "confirmed the replace for plan %s on node %s; the agent starts it at its next pass\n", st.Plan, st.Node)
+	case retry:
+		switch st.State {
+		case kube.StateBlocked, kube.StateError, kube.StateRolloutHalted, kube.StateReplacePending:
+		default:
+			return &exitError{code: exitFailed, err: fmt.Errorf("node %s is %s: there is no halted replace to retry (blocked, error, rollout-halted or an aborted replace-pending)", st.Node, st.State)}
+		}
+		if err := request(stateDir, statedir.RetryFile, st.Plan); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "asked node %s to retry the replace for plan %s (it was %s); the agent takes a rollout slot again at its next pass\n", st.Node, st.Plan, st.State)
+	case abort:
+		j, err := replace.LoadJournal(filepath.Join(stateDir, statedir.JournalFile))
+		if err != nil {
+			return &exitError{code: exitFailed, err: err}
+		}
+		if j != nil && !replace.Abortable(j.Step) {
+			return &exitError{code: exitFailed, err: fmt.Errorf("node %s: the replace of network %s (%s) is at step %s: %w. The node has no network until it is; "+
+				"fix what stops it (hnsplan-agent status, the node's Events) and let it finish, or hnsplan-agent replace --retry", st.Node, j.Want.Name, j.Reason, j.Step, replace.ErrTooLate)}
+		}
+		if j == nil && st.State != kube.StateRolloutWaiting && st.State != kube.StateRolloutHalted && st.State != kube.StateError {
+			return &exitError{code: exitFailed, err: fmt.Errorf("node %s is %s and no replace is journalled in %s: there is nothing to abort", st.Node, st.State, stateDir)}
+		}
+		if err := request(stateDir, statedir.AbortFile, st.Plan); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "asked node %s to abort its replace for plan %s; at its next pass it uncordons, releases its rollout slot and reports replace-pending\n", st.Node, st.Plan)
+	}
+	return nil
 }
 
 // request writes an operator's request for the running agent (--retry,

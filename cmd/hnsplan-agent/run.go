@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/hnsplan/hnsplan/applier"
+	"github.com/hnsplan/hnsplan/applier/control"
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
 	"github.com/hnsplan/hnsplan/applier/kube"
@@ -136,6 +137,8 @@ func runAgent(ctx context.Context, f *runFlags, stdout, stderr io.Writer) error 
 	if cl != nil {
 		// Network replaces take turns through the rollout slots.
 		cfg.Kube, cfg.Reachable, cfg.Leases = cl.kc, cl.reachable, cl.cs.CoordinationV1()
+		// The operator's suspend and reconcile requests.
+		cfg.Control = control.Watcher{Client: cl.cs}
 	}
 	if cfg.Plans, cfg.PlansFrom, cfg.Tasks, err = planSource(f, cl, log); err != nil {
 		return err

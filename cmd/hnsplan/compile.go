@@ -79,54 +79,7 @@ agent given --trusted-keys applies only plans signed by a key it trusts. Without
 --sign-key, signatures left by an earlier signed compile are removed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if outDir == "" {
-				return errors.New("compile needs -o OUTDIR, the directory to write the plans into")
-			}
-			if err := sk.load(); err != nil {
-				return err
-			}
-			opt := inputLimits.options(inventory)
-			opt.UpdateLock = updateLock
-			c, err := build(cmd, g, args[0], args[0], opt)
-			if err != nil {
-				return err
-			}
-			stale, err := compiler.StalePlans(outDir, c.Plans)
-			if err != nil {
-				return &exitError{code: exitInvalid, err: err}
-			}
-			if err := checkRemovals(args[0], outDir, stale, allowRemovals); err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			removed, err := compiler.WritePlans(outDir, c.Intent.Cluster.Name, c.Plans, sk.signer())
-			removedPlans := 0
-			for _, name := range removed {
-				if strings.HasPrefix(name, "_") { // plan.PartFileName: no node name starts with '_'
-					fmt.Fprintf(out, "%s: removed %s: no plan names this shared part any more\n", args[0], filepath.Join(outDir, name))
-					continue
-				}
-				removedPlans++
-				fmt.Fprintf(out, "%s: removed %s: its node is no longer a Windows node of the intent\n", args[0], filepath.Join(outDir, name))
-			}
-			if err == nil && updateLock {
-				err = compiler.WriteFileAtomic(filepath.Join(args[0], intent.LockFile), c.IPAM.Lock.Encode())
-			}
-			if err != nil {
-				return &exitError{code: exitInvalid, err: err}
-			}
-			msg := fmt.Sprintf("%s: wrote %s and %s to %s", args[0], plural(len(c.Plans), "plan"), plan.IndexFile, outDir)
-			if fp := sk.fingerprint(); fp != "" {
-				msg += "; signed with " + fp
-			}
-			if removedPlans > 0 {
-				msg += "; removed " + plural(removedPlans, "plan")
-			}
-			if updateLock {
-				msg += "; updated " + intent.LockFile
-			}
-			_, err = fmt.Fprintln(out, msg)
-			return err
+			return runCompile(cmd, g, args[0], inventory, outDir, updateLock, allowRemovals, &sk)
 		},
 	}
 	cmd.Flags().StringVarP(&outDir, "output", "o", "", "directory to write the plans into")
@@ -135,6 +88,58 @@ agent given --trusted-keys applies only plans signed by a key it trusts. Without
 	cmd.Flags().BoolVar(&allowRemovals, "allow-removals", false, "remove the plans of more than half the nodes, if the intent really drops them")
 	sk.register(cmd)
 	return cmd
+}
+
+// runCompile compiles dir into outDir, as compile's flags say.
+func runCompile(cmd *cobra.Command, g *globalFlags, dir string, inventory []string, outDir string, updateLock, allowRemovals bool, sk *signKey) error {
+	if outDir == "" {
+		return errors.New("compile needs -o OUTDIR, the directory to write the plans into")
+	}
+	if err := sk.load(); err != nil {
+		return err
+	}
+	opt := inputLimits.options(inventory)
+	opt.UpdateLock = updateLock
+	c, err := build(cmd, g, dir, dir, opt)
+	if err != nil {
+		return err
+	}
+	stale, err := compiler.StalePlans(outDir, c.Plans)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	if err := checkRemovals(dir, outDir, stale, allowRemovals); err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	removed, err := compiler.WritePlans(outDir, c.Intent.Cluster.Name, c.Plans, sk.signer())
+	removedPlans := 0
+	for _, name := range removed {
+		if strings.HasPrefix(name, "_") { // plan.PartFileName: no node name starts with '_'
+			fmt.Fprintf(out, "%s: removed %s: no plan names this shared part any more\n", dir, filepath.Join(outDir, name))
+			continue
+		}
+		removedPlans++
+		fmt.Fprintf(out, "%s: removed %s: its node is no longer a Windows node of the intent\n", dir, filepath.Join(outDir, name))
+	}
+	if err == nil && updateLock {
+		err = compiler.WriteFileAtomic(filepath.Join(dir, intent.LockFile), c.IPAM.Lock.Encode())
+	}
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	msg := fmt.Sprintf("%s: wrote %s and %s to %s", dir, plural(len(c.Plans), "plan"), plan.IndexFile, outDir)
+	if fp := sk.fingerprint(); fp != "" {
+		msg += "; signed with " + fp
+	}
+	if removedPlans > 0 {
+		msg += "; removed " + plural(removedPlans, "plan")
+	}
+	if updateLock {
+		msg += "; updated " + intent.LockFile
+	}
+	_, err = fmt.Fprintln(out, msg)
+	return err
 }
 
 // checkRemovals refuses a compile that would remove more than half of the

@@ -31,8 +31,9 @@ func newDiffCmd(g *globalFlags) *cobra.Command {
 	var base string
 	var detailed, withAccess bool
 	var drain time.Duration
+	var lf liveFlags
 	cmd := &cobra.Command{
-		Use:   "diff BASE HEAD | diff --base GIT-REF DIR",
+		Use:   "diff BASE HEAD | diff --base GIT-REF DIR | diff --live DIR",
 		Short: "Show what a change does to the Windows nodes' HNS: replaces (drains), routes, reprogrammed endpoints",
 		Long: `diff compares two compilations, node by node: which networks must be replaced (a drain,
 with the reason), which routes are added or removed, what changes for new pods, and which
@@ -72,86 +73,24 @@ committed), so that a mistyped path is an error, never "remove everything". A pa
 neither side, a bad ref and a DIR outside a git repository are errors. A note above the
 diff says when a side was absent.
 
+--live DIR compares what the cluster publishes with DIR's plans, as kubectl diff does: the
+base is every plan ConfigMap in ` + publishNamespace + ` and the parts it names, read back and
+verified as the agent on each node verifies them (its own code: signature, format, node,
+digest, parts, meaning); the head is DIR, an intent or a plan directory. Its exit codes
+are always diff's: 0 the same, 2 differences (nothing published: every node is created),
+1 an error, or a published plan an agent would refuse (each named, with why). The cluster
+is the kubeconfig's, as for publish (--kubeconfig, --context). --trusted-keys FILE or
+--trusted-keys-configmap verify signatures as the agents given them do; without either,
+signatures are not checked.
+
 -o text (Terraform's symbols), markdown (for a pull-request comment, capped at 65,000
 characters) or json. --detailed-exitcode: 0 no changes, 2 changes, 1 error.`,
 		Example: `  hnsplan diff --base origin/main cluster -o markdown --detailed-exitcode
-  hnsplan diff base head --inventory live.yaml --drain-time 2m`,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if base != "" {
-				return cobra.ExactArgs(1)(cmd, args)
-			}
-			return cobra.ExactArgs(2)(cmd, args)
-		},
+  hnsplan diff base head --inventory live.yaml --drain-time 2m
+  hnsplan diff --live cluster --trusted-keys-configmap`,
+		Args: diffArgs(&base, &lf.live),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := g.checkOutput(cmd, "text", "json", "markdown"); err != nil {
-				return err
-			}
-			var bs, hs side
-			if base != "" {
-				var cleanup func()
-				var err error
-				bs, hs, cleanup, err = gitSides(base, args[0])
-				if err != nil {
-					return err
-				}
-				defer cleanup()
-			} else {
-				var err error
-				if bs, hs, err = dirSides(args[0], args[1]); err != nil {
-					return err
-				}
-			}
-			plans, built, err := sidesPlans(cmd, g, [2]side{bs, hs}, inventory)
-			if err != nil {
-				return err
-			}
-			bc, hc := built[0], built[1]
-			opt := diff.Options{BaseDir: bs.display, HeadDir: hs.display, Drain: drain}
-			if bc != nil && hc != nil {
-				b, h := vxlan.FromIntent(bc.Intent.Cluster), vxlan.FromIntent(hc.Intent.Cluster)
-				opt.Base, opt.Head = &b, &h
-			}
-			res := diff.PlansWith(plans[0], plans[1], opt)
-			var vxlanErr error
-			if hc != nil {
-				vxlanErr = g.reportVXLANChange(cmd, hs.name, hc, res.VXLAN)
-			}
-			for _, s := range []side{bs, hs} {
-				if s.note != "" {
-					res.Notes = append(res.Notes, s.note)
-				}
-			}
-			if len(inventory) > 0 && withAccess {
-				switch {
-				case bs.absent || hs.absent:
-					res.Notes = append(res.Notes, "access changes are not shown: the intent exists on one side only")
-				case bc == nil || hc == nil:
-					res.Notes = append(res.Notes, "access changes are not shown: they need both sides as intent directories (a plan directory has no pod labels)")
-				default:
-					if res.Access, err = accessDelta(bc, hc, bs.display, hs.display); err != nil {
-						return err
-					}
-				}
-			}
-			out := cmd.OutOrStdout()
-			switch g.output {
-			case "json":
-				err = res.WriteJSON(out)
-			case "markdown":
-				_, err = io.WriteString(out, res.Markdown())
-			default:
-				err = res.WriteText(out, g.useColor(out))
-			}
-			if err != nil {
-				return &exitError{code: exitInvalid, err: err}
-			}
-			if vxlanErr != nil {
-				return vxlanErr
-			}
-			if detailed && res.HasChanges() {
-				return &exitError{code: exitChanges}
-			}
-			return nil
+			return runDiff(cmd, g, args, diffFlags{base: base, inventory: inventory, detailed: detailed, withAccess: withAccess, drain: drain, live: lf})
 		},
 	}
 	cmd.Flags().StringVar(&base, "base", "", "compare DIR with DIR as it was at this git ref (e.g. origin/main)")
@@ -159,8 +98,119 @@ characters) or json. --detailed-exitcode: 0 no changes, 2 changes, 1 error.`,
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 0 without changes, 2 with changes, 1 on error")
 	cmd.Flags().BoolVar(&withAccess, "access", true, "with --inventory: show who gains or loses access (the access delta)")
 	cmd.Flags().DurationVar(&drain, "drain-time", vxlan.DefaultDrain, "how long a Windows node's pods take to leave (their terminationGracePeriodSeconds): the window of a VXLAN VNI or port change is estimated from it")
+	lf.register(cmd)
 	g.outputFlag(cmd, "text", "json", "markdown")
 	return cmd
+}
+
+// diffArgs checks diff's arguments: DIR with --base or --live, BASE HEAD
+// otherwise.
+func diffArgs(base *string, live *bool) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if *base != "" || *live {
+			return cobra.ExactArgs(1)(cmd, args)
+		}
+		return cobra.ExactArgs(2)(cmd, args)
+	}
+}
+
+// diffFlags are diff's flags.
+type diffFlags struct {
+	base       string
+	inventory  []string
+	detailed   bool
+	withAccess bool
+	drain      time.Duration
+	live       liveFlags
+}
+
+// runDiff compares the two sides the arguments and flags name: BASE and
+// HEAD, DIR at --base and DIR, or what the cluster publishes and DIR.
+func runDiff(cmd *cobra.Command, g *globalFlags, args []string, f diffFlags) error {
+	if err := g.checkOutput(cmd, "text", "json", "markdown"); err != nil {
+		return err
+	}
+	if err := f.live.check(cmd); err != nil {
+		return err
+	}
+	if f.live.live {
+		return runDiffLive(cmd, g, args[0], f)
+	}
+	var bs, hs side
+	if f.base != "" {
+		var cleanup func()
+		var err error
+		bs, hs, cleanup, err = gitSides(f.base, args[0])
+		if err != nil {
+			return err
+		}
+		defer cleanup()
+	} else {
+		var err error
+		if bs, hs, err = dirSides(args[0], args[1]); err != nil {
+			return err
+		}
+	}
+	plans, built, err := sidesPlans(cmd, g, [2]side{bs, hs}, f.inventory)
+	if err != nil {
+		return err
+	}
+	bc, hc := built[0], built[1]
+	opt := diff.Options{BaseDir: bs.display, HeadDir: hs.display, Drain: f.drain}
+	if bc != nil && hc != nil {
+		b, h := vxlan.FromIntent(bc.Intent.Cluster), vxlan.FromIntent(hc.Intent.Cluster)
+		opt.Base, opt.Head = &b, &h
+	}
+	res := diff.PlansWith(plans[0], plans[1], opt)
+	var vxlanErr error
+	if hc != nil {
+		vxlanErr = g.reportVXLANChange(cmd, hs.name, hc, res.VXLAN)
+	}
+	for _, s := range []side{bs, hs} {
+		if s.note != "" {
+			res.Notes = append(res.Notes, s.note)
+		}
+	}
+	if len(f.inventory) > 0 && f.withAccess {
+		switch {
+		case bs.absent || hs.absent:
+			res.Notes = append(res.Notes, "access changes are not shown: the intent exists on one side only")
+		case bc == nil || hc == nil:
+			res.Notes = append(res.Notes, "access changes are not shown: they need both sides as intent directories (a plan directory has no pod labels)")
+		default:
+			if res.Access, err = accessDelta(bc, hc, bs.display, hs.display); err != nil {
+				return err
+			}
+		}
+	}
+	if err := writeDiff(cmd, g, res); err != nil {
+		return err
+	}
+	if vxlanErr != nil {
+		return vxlanErr
+	}
+	if f.detailed && res.HasChanges() {
+		return &exitError{code: exitChanges}
+	}
+	return nil
+}
+
+// writeDiff prints res in the format -o names.
+func writeDiff(cmd *cobra.Command, g *globalFlags, res *diff.Result) error {
+	out := cmd.OutOrStdout()
+	var err error
+	switch g.output {
+	case "json":
+		err = res.WriteJSON(out)
+	case "markdown":
+		_, err = io.WriteString(out, res.Markdown())
+	default:
+		err = res.WriteText(out, g.useColor(out))
+	}
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	return nil
 }
 
 // reportVXLANChange reports rule vxlan-vni-change for ch, the change of

@@ -18,6 +18,8 @@ type limits struct {
 	maxFileSize byteSize
 	cueTimeout  time.Duration
 	cueMemory   byteSize
+	maxTime     time.Duration
+	maxMemory   byteSize
 }
 
 // inputLimits are the limits of this run, from the root's flags.
@@ -26,16 +28,20 @@ var inputLimits limits
 // addLimitFlags adds the limits as persistent flags of root, at their
 // defaults.
 func addLimitFlags(root *cobra.Command) {
-	inputLimits = limits{maxFileSize: intent.DefaultMaxFileSize, cueTimeout: intent.DefaultCUETimeout, cueMemory: intent.DefaultCUEMemory}
+	inputLimits = limits{maxFileSize: intent.DefaultMaxFileSize, cueTimeout: intent.DefaultCUETimeout, cueMemory: intent.DefaultCUEMemory,
+		maxTime: compiler.DefaultMaxTime, maxMemory: compiler.DefaultMaxMemory}
 	f := root.PersistentFlags()
 	f.Var(&inputLimits.maxFileSize, "max-file-size", "largest file of an intent or inventory read (e.g. 16MiB); larger files are errors")
 	f.DurationVar(&inputLimits.cueTimeout, "cue-timeout", inputLimits.cueTimeout, "longest CUE evaluation of an intent; over it, the command stops with an error")
 	f.Var(&inputLimits.cueMemory, "cue-memory", "most heap a CUE evaluation of an intent may take (e.g. 2GiB); over it, the command stops with an error")
+	f.DurationVar(&inputLimits.maxTime, "max-time", inputLimits.maxTime, "longest the whole reading, vetting and compiling of an intent (and its inventory) may take; over it, the command stops with an error")
+	f.Var(&inputLimits.maxMemory, "max-memory", "most heap the whole reading, vetting and compiling of an intent (and its inventory) may take (e.g. 4GiB); over it, the command stops with an error")
 }
 
 // options are compiler.Build's options for these limits.
 func (l limits) options(inventory []string) compiler.Options {
-	return compiler.Options{Inventory: inventory, MaxFileSize: int64(l.maxFileSize), CUETimeout: l.cueTimeout, CUEMemory: int64(l.cueMemory)}
+	return compiler.Options{Inventory: inventory, MaxFileSize: int64(l.maxFileSize), CUETimeout: l.cueTimeout, CUEMemory: int64(l.cueMemory),
+		MaxTime: l.maxTime, MaxMemory: int64(l.maxMemory)}
 }
 
 // byteSize is a flag value in bytes, written "16MiB", "2GiB", "512KiB",

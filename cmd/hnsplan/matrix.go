@@ -252,41 +252,7 @@ change does to this connection, and why.`,
 				writeExplained(w, "", res)
 				return nil
 			}
-			bs, hs, cleanup, err := gitSides(base, args[0])
-			if err != nil {
-				return err
-			}
-			defer cleanup()
-			if bs.absent || hs.absent {
-				return &exitError{code: exitUsage, err: fmt.Errorf("explain --base %s: %s exists on one side only (%s); there is no connection to compare", base, args[0], cmp.Or(bs.note, hs.note))}
-			}
-			// The base's source positions read as DIR's: the same files at REF.
-			before, err := explainIn(cmd, g, bs.dir, args[0], inventory, q)
-			if err != nil {
-				return err
-			}
-			after, err := explainIn(cmd, g, hs.dir, args[0], inventory, q)
-			if err != nil {
-				return err
-			}
-			if g.output == "json" {
-				return writeJSON(w, struct {
-					Base   string    `json:"base"`
-					Before explained `json:"before"`
-					After  explained `json:"after"`
-				}{base, before, after})
-			}
-			verdict := map[bool]string{true: "ALLOWED", false: "BLOCKED"}
-			change := "unchanged"
-			if before.Allowed != after.Allowed {
-				change = "changed"
-			}
-			fmt.Fprintf(w, "%s -> %s  %s/%d: %s -> %s (%s)\n", from, to, q.protocol, port, verdict[before.Allowed], verdict[after.Allowed], change)
-			fmt.Fprintf(w, "before (%s at %s):\n", args[0], base)
-			writeExplained(w, "  ", before)
-			fmt.Fprintf(w, "after (%s):\n", args[0])
-			writeExplained(w, "  ", after)
-			return nil
+			return explainBase(cmd, g, args[0], base, inventory, q)
 		},
 	}
 	cmd.Flags().StringArrayVar(&inventory, "inventory", nil, "live-state file (kubectl get pods,namespaces -A -o yaml); repeatable")
@@ -297,6 +263,47 @@ change does to this connection, and why.`,
 	cmd.Flags().StringVar(&base, "base", "", "also decide the connection on DIR as it was at this git ref, and show both")
 	g.outputFlag(cmd, "text", "json")
 	return cmd
+}
+
+// explainBase decides q on dir as it was at the git ref base and as it
+// is, and shows both.
+func explainBase(cmd *cobra.Command, g *globalFlags, dir, base string, inventory []string, q query) error {
+	w := cmd.OutOrStdout()
+	bs, hs, cleanup, err := gitSides(base, dir)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if bs.absent || hs.absent {
+		return &exitError{code: exitUsage, err: fmt.Errorf("explain --base %s: %s exists on one side only (%s); there is no connection to compare", base, dir, cmp.Or(bs.note, hs.note))}
+	}
+	// The base's source positions read as DIR's: the same files at REF.
+	before, err := explainIn(cmd, g, bs.dir, dir, inventory, q)
+	if err != nil {
+		return err
+	}
+	after, err := explainIn(cmd, g, hs.dir, dir, inventory, q)
+	if err != nil {
+		return err
+	}
+	if g.output == "json" {
+		return writeJSON(w, struct {
+			Base   string    `json:"base"`
+			Before explained `json:"before"`
+			After  explained `json:"after"`
+		}{base, before, after})
+	}
+	verdict := map[bool]string{true: "ALLOWED", false: "BLOCKED"}
+	change := "unchanged"
+	if before.Allowed != after.Allowed {
+		change = "changed"
+	}
+	fmt.Fprintf(w, "%s -> %s  %s/%d: %s -> %s (%s)\n", q.from, q.to, q.protocol, q.port, verdict[before.Allowed], verdict[after.Allowed], change)
+	fmt.Fprintf(w, "before (%s at %s):\n", dir, base)
+	writeExplained(w, "  ", before)
+	fmt.Fprintf(w, "after (%s):\n", dir)
+	writeExplained(w, "  ", after)
+	return nil
 }
 
 // query is the connection explain decides.

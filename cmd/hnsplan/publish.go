@@ -3,60 +3,31 @@ package main
 import (
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/plan"
-	"github.com/hnsplan/hnsplan/internal/buildinfo"
+	"github.com/hnsplan/hnsplan/fleet"
 )
 
-// The ConfigMap contract between `hnsplan publish` and the agent's
-// ConfigMap watcher (DESIGN §6). The agent's package applier/planwatch
-// defines the same names (ConfigMapNamespace, ConfigMapKey, ConfigMapName);
-// they are repeated here so that the compiler CLI does not depend on the
-// agent's code. Change both or neither.
+// The names publish's help gives, fleet's (the ConfigMap contract with
+// the agents).
 const (
-	publishNamespace = "hnsplan-system" // planwatch.ConfigMapNamespace
-	publishKey       = "plan.json"      // planwatch.ConfigMapKey
-	publishPrefix    = "plan-"          // planwatch.ConfigMapName(node) = "plan-" + node
-
-	fieldManager   = "hnsplan"
-	labelManagedBy = "app.kubernetes.io/managed-by"
-	labelNode      = "hnsplan.io/node"
-	// publishSigKey holds the plan's detached signature, when it is
-	// signed: planwatch.ConfigMapSignatureKey.
-	publishSigKey    = "plan.json.sig"
-	annotationDigest = "hnsplan.io/digest"
-
-	// A shared part (plan.RouteTable, RouteShard, ProgramChunk) is the
-	// ConfigMap named exactly as the part, its file under partKey (and a
-	// signed head's signature under partSigKey), labelled labelPart with
-	// its kind in lower case (partLabel).
-	partKey    = "part.json"
-	partSigKey = "part.json.sig"
-	labelPart  = "hnsplan.io/part"
-
-	// maxObject bounds the data of every ConfigMap publish writes, keys
-	// and signature included: a quarter of the API server's 1 MiB, as
-	// plan.MaxPartSize bounds every part and plan compile writes, so that
-	// each object stays cheap to store and to send to every watcher.
-	maxObject = plan.MaxPartSize
-
-	publishTimeout = 30 * time.Second // per request
-	// publishQPS and publishBurst are the default client-side rate limit,
-	// kubectl's: a publish of 5,000 nodes must not flood the API server.
-	publishQPS   = 50
-	publishBurst = 100
-	// publishWorkers is how many requests publish has in flight at once.
-	publishWorkers = 8
+	publishNamespace = fleet.Namespace
+	publishKey       = fleet.PlanKey
+	publishPrefix    = fleet.PlanPrefix
+	publishSigKey    = fleet.PlanSigKey
+	labelManagedBy   = fleet.LabelManagedBy
+	labelNode        = fleet.LabelNode
+	labelPart        = fleet.LabelPart
+	annotationDigest = fleet.AnnotationDigest
+	partKey          = fleet.PartKey
+	partSigKey       = fleet.PartSigKey
+	maxObject        = fleet.MaxObject
+	publishQPS       = fleet.DefaultQPS
 )
-
-// configMapName is the name of node's plan ConfigMap.
-func configMapName(node string) string { return publishPrefix + node }
 
 type publishFlags struct {
 	kubeconfig string
@@ -124,55 +95,7 @@ then a summary. Exit codes: 0 published, 1 invalid plans or the cluster refused 
 not be reached, 3 usage error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.kubeconfig != "" && !f.dryRun {
-				if _, err := os.Stat(f.kubeconfig); err != nil {
-					return &exitError{code: exitUsage, err: fmt.Errorf("--kubeconfig: %v", err)}
-				}
-			}
-			nodes, err := parseNodes(f.nodes)
-			if err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			sel := selection{nodes: nodes, canary: f.canary}
-			if cmd.Flags().Changed("canary") && f.canary < 1 {
-				sel.canary = -1 // no silent "all nodes" for --canary 0
-			}
-			if sel.canary < 0 || (sel.active() && f.prune) {
-				return &exitError{code: exitUsage, err: sel.check(nil, f.prune, args[0])}
-			}
-			if err := f.signKey.load(); err != nil {
-				return err
-			}
-			files, plans, err := publishFiles(cmd, g, args[0], f.inventory)
-			if err != nil {
-				return err
-			}
-			if err := sel.check(files, f.prune, args[0]); err != nil {
-				return &exitError{code: exitUsage, err: err}
-			}
-			if err := f.signKey.sign(args[0], files); err != nil {
-				return &exitError{code: exitInvalid, err: err}
-			}
-			objs, err := publishObjects(files, plans)
-			if err != nil {
-				return &exitError{code: exitInvalid, err: fmt.Errorf("%s: %w", args[0], err)}
-			}
-			out := cmd.OutOrStdout()
-			if f.dryRun {
-				return dryRunPublish(out, objs, f.prune, sel)
-			}
-			if f.qps < 0 {
-				return &exitError{code: exitUsage, err: fmt.Errorf("--qps %v: give requests per second, or 0 for no limit", f.qps)}
-			}
-			qps := f.qps
-			if qps == 0 {
-				qps = -1
-			}
-			cs, host, err := kubeClientQPS(f.kubeconfig, f.context, qps)
-			if err != nil {
-				return &exitError{code: exitInvalid, err: err}
-			}
-			return publish(cmd.Context(), out, cmd.ErrOrStderr(), cs, host, objs, publishOptions{prune: f.prune, sel: sel})
+			return f.run(cmd, g, args[0])
 		},
 	}
 	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
@@ -186,6 +109,79 @@ not be reached, 3 usage error.`,
 	cmd.MarkFlagsMutuallyExclusive("nodes", "canary")
 	f.signKey.register(cmd)
 	return cmd
+}
+
+// run publishes dir: it checks the flags, reads or compiles the plans,
+// signs them, and hands them to fleet.Publish (fleet.DryRun).
+func (f *publishFlags) run(cmd *cobra.Command, g *globalFlags, dir string) error {
+	if f.kubeconfig != "" && !f.dryRun {
+		if _, err := os.Stat(f.kubeconfig); err != nil {
+			return &exitError{code: exitUsage, err: fmt.Errorf("--kubeconfig: %v", err)}
+		}
+	}
+	sel, err := f.selection(cmd, dir)
+	if err != nil {
+		return err
+	}
+	if err := f.signKey.load(); err != nil {
+		return err
+	}
+	files, plans, err := publishFiles(cmd, g, dir, f.inventory)
+	if err != nil {
+		return err
+	}
+	if err := sel.Check(files, f.prune, dir); err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if err := f.signKey.sign(dir, files); err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	objs, err := fleet.Objects(files, plans)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: fmt.Errorf("%s: %w", dir, err)}
+	}
+	out := cmd.OutOrStdout()
+	if f.dryRun {
+		return invalid(fleet.DryRun(out, objs, f.prune, sel))
+	}
+	if f.qps < 0 {
+		return &exitError{code: exitUsage, err: fmt.Errorf("--qps %v: give requests per second, or 0 for no limit", f.qps)}
+	}
+	qps := f.qps
+	if qps == 0 {
+		qps = -1
+	}
+	cs, host, err := fleet.Client(f.kubeconfig, f.context, qps)
+	if err != nil {
+		return &exitError{code: exitInvalid, err: err}
+	}
+	opts := fleet.Options{Prune: f.prune, Sel: sel, Host: host, Out: out, ErrOut: cmd.ErrOrStderr()}
+	return invalid(fleet.Publish(cmd.Context(), cs, objs, opts))
+}
+
+// selection is the nodes --nodes and --canary choose, checked as far as
+// it can be before the plans are read.
+func (f *publishFlags) selection(cmd *cobra.Command, dir string) (fleet.Selection, error) {
+	nodes, err := fleet.ParseNodes(f.nodes)
+	if err != nil {
+		return fleet.Selection{}, &exitError{code: exitUsage, err: err}
+	}
+	sel := fleet.Selection{Nodes: nodes, Canary: f.canary}
+	if cmd.Flags().Changed("canary") && f.canary < 1 {
+		sel.Canary = -1 // no silent "all nodes" for --canary 0
+	}
+	if sel.Canary < 0 || (sel.Active() && f.prune) {
+		return sel, &exitError{code: exitUsage, err: sel.Check(nil, f.prune, dir)}
+	}
+	return sel, nil
+}
+
+// invalid is err as exit 1, or nil.
+func invalid(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: exitInvalid, err: err}
 }
 
 // publishFiles returns the encoded parts and plans of dir (parts first,
@@ -214,31 +210,8 @@ func publishFiles(cmd *cobra.Command, g *globalFlags, dir string, inventory []st
 	return files, c.Plans, nil
 }
 
-// kubeClient connects as kubectl does: --kubeconfig, else $KUBECONFIG,
-// else ~/.kube/config, else in-cluster. It returns the server's URL for
-// messages.
+// kubeClient connects as kubectl does (fleet.Client), at client-go's
+// default rate. It returns the server's URL for messages.
 func kubeClient(kubeconfig, context string) (kubernetes.Interface, string, error) {
-	return kubeClientQPS(kubeconfig, context, 0)
-}
-
-// kubeClientQPS is kubeClient sending at most qps requests per second: 0
-// for client-go's default, less than 0 for no limit.
-func kubeClientQPS(kubeconfig, context string, qps float32) (kubernetes.Interface, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	overrides := &clientcmd.ConfigOverrides{CurrentContext: context}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
-	if err != nil {
-		return nil, "", fmt.Errorf("kubeconfig: %v", err)
-	}
-	cfg.Timeout = publishTimeout
-	if qps != 0 {
-		cfg.QPS, cfg.Burst = qps, max(publishBurst, int(2*qps)) // client-go: no rate limiter for QPS < 0
-	}
-	cfg.UserAgent = "hnsplan/" + buildinfo.Get().Version
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, cfg.Host, fmt.Errorf("kubeconfig: %v", err)
-	}
-	return cs, cfg.Host, nil
+	return fleet.Client(kubeconfig, context, 0)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/fleet"
 	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
@@ -79,7 +80,7 @@ func TestPublish(t *testing.T) {
 
 	// A plan that changes is updated (a stale digest annotation stands
 	// for an old plan).
-	cm, err := cms.Get(ctx, configMapName(idx.Plans[0].Node), metav1.GetOptions{})
+	cm, err := cms.Get(ctx, fleet.ConfigMapName(idx.Plans[0].Node), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,12 +98,12 @@ func TestPublish(t *testing.T) {
 	// A plan ConfigMap of a node that is gone is reported stale, and
 	// deleted with --prune; a ConfigMap hnsplan does not manage is kept.
 	gone := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: configMapName("win-gone"), Namespace: publishNamespace,
+		ObjectMeta: metav1.ObjectMeta{Name: fleet.ConfigMapName("win-gone"), Namespace: publishNamespace,
 			Labels: map[string]string{labelManagedBy: "hnsplan", labelNode: "win-gone"}},
 		Data: map[string]string{publishKey: "{}"},
 	}
 	foreign := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: configMapName("foreign"), Namespace: publishNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: fleet.ConfigMapName("foreign"), Namespace: publishNamespace},
 		Data:       map[string]string{"x": "y"},
 	}
 	for _, c := range []*corev1.ConfigMap{gone, foreign} {
@@ -160,10 +161,10 @@ func checkConfigMaps(t *testing.T, ctx context.Context, cs kubernetes.Interface,
 		}
 		owned := false
 		for _, m := range cm.ManagedFields {
-			owned = owned || (m.Manager == fieldManager && m.Operation == metav1.ManagedFieldsOperationApply)
+			owned = owned || (m.Manager == fleet.FieldManager && m.Operation == metav1.ManagedFieldsOperationApply)
 		}
 		if !owned {
-			t.Errorf("node %s: not applied by field manager %s: %v", node, fieldManager, cm.ManagedFields)
+			t.Errorf("node %s: not applied by field manager %s: %v", node, fleet.FieldManager, cm.ManagedFields)
 		}
 	}
 }

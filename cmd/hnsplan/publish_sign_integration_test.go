@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/fleet"
 	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
@@ -61,7 +62,7 @@ func TestPublishSigned(t *testing.T) {
 	signatures := func() map[string]string {
 		got := map[string]string{}
 		for _, e := range idx.Plans {
-			cm, err := cms.Get(ctx, configMapName(e.Node), metav1.GetOptions{})
+			cm, err := cms.Get(ctx, fleet.ConfigMapName(e.Node), metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hnsplan/hnsplan/applier/rollout"
+	"github.com/hnsplan/hnsplan/fleet"
 	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
@@ -41,7 +42,7 @@ func TestPublishCanary(t *testing.T) {
 	slices.Sort(nodes)
 	t.Cleanup(func() {
 		for _, n := range nodes {
-			_ = cms.Delete(context.Background(), configMapName(n), metav1.DeleteOptions{})
+			_ = cms.Delete(context.Background(), fleet.ConfigMapName(n), metav1.DeleteOptions{})
 		}
 	})
 	dir := t.TempDir()
@@ -71,7 +72,7 @@ cluster: {
 		t.Helper()
 		var out []string
 		for _, n := range nodes {
-			_, err := cms.Get(ctx, configMapName(n), metav1.GetOptions{})
+			_, err := cms.Get(ctx, fleet.ConfigMapName(n), metav1.GetOptions{})
 			switch {
 			case err == nil:
 				out = append(out, n)
@@ -96,12 +97,12 @@ cluster: {
 	if got := present(); !slices.Equal(got, nodes[:2]) {
 		t.Fatalf("the second --canary 1 wrote %v, want %v:\n%s", got, nodes[:2], out)
 	}
-	if !strings.Contains(out, configMapName(nodes[0])+": unchanged") || !regexp.MustCompile(`: 1 created, 0 updated, [1-9]\d* unchanged, 1 held back`).MatchString(out) {
+	if !strings.Contains(out, fleet.ConfigMapName(nodes[0])+": unchanged") || !regexp.MustCompile(`: 1 created, 0 updated, [1-9]\d* unchanged, 1 held back`).MatchString(out) {
 		t.Errorf("the second --canary 1 output:\n%s", out)
 	}
 
 	// --nodes writes exactly the node named, changed or not.
-	cm, err := cms.Get(ctx, configMapName(nodes[0]), metav1.GetOptions{})
+	cm, err := cms.Get(ctx, fleet.ConfigMapName(nodes[0]), metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ cluster: {
 	if got := present(); !slices.Equal(got, nodes) {
 		t.Fatalf("--nodes %s: ConfigMaps of %v:\n%s", nodes[2], got, out)
 	}
-	if cm, err := cms.Get(ctx, configMapName(nodes[0]), metav1.GetOptions{}); err != nil || cm.ResourceVersion != version {
+	if cm, err := cms.Get(ctx, fleet.ConfigMapName(nodes[0]), metav1.GetOptions{}); err != nil || cm.ResourceVersion != version {
 		t.Errorf("--nodes %s touched the ConfigMap of %s (err %v)", nodes[2], nodes[0], err)
 	}
 
@@ -150,11 +151,11 @@ func newRolloutFixture(t *testing.T) *rolloutFixture {
 		name, digest string
 		ann          map[string]string
 	}{
-		{f.a, "sha256:aaaa000000000000000000000000000000000000000000000000000000000001", map[string]string{annotationState: "converged", annotationApplied: "sha256:aaaa000000000000000000000000000000000000000000000000000000000001"}},
-		{f.b, "sha256:bbbb000000000000000000000000000000000000000000000000000000000002", map[string]string{annotationState: "replacing", annotationApplied: "sha256:bbbb000000000000000000000000000000000000000000000000000000000001"}},
+		{f.a, "sha256:aaaa000000000000000000000000000000000000000000000000000000000001", map[string]string{fleet.AnnotationState: "converged", fleet.AnnotationApplied: "sha256:aaaa000000000000000000000000000000000000000000000000000000000001"}},
+		{f.b, "sha256:bbbb000000000000000000000000000000000000000000000000000000000002", map[string]string{fleet.AnnotationState: "replacing", fleet.AnnotationApplied: "sha256:bbbb000000000000000000000000000000000000000000000000000000000001"}},
 		{f.c, "sha256:cccc000000000000000000000000000000000000000000000000000000000003", nil},
 	} {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: configMapName(n.name), Namespace: f.ns,
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fleet.ConfigMapName(n.name), Namespace: f.ns,
 			Labels:      map[string]string{labelManagedBy: "hnsplan", labelNode: n.name},
 			Annotations: map[string]string{annotationDigest: n.digest}}, Data: map[string]string{publishKey: "{}"}}
 		if _, err := f.cs.CoreV1().ConfigMaps(f.ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
@@ -227,17 +228,17 @@ func TestRolloutStatusAndResume(t *testing.T) {
 
 	// JSON has the full digests.
 	out, _ = f.run(0, "rollout", "status", "-o", "json")
-	var st rolloutStatus
+	var st fleet.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	if len(st.Nodes) != 3 || st.Nodes[1].Node != f.b || st.Nodes[1].Published != "sha256:bbbb000000000000000000000000000000000000000000000000000000000002" ||
-		st.Nodes[1].Slot != "hnsplan-rollout-0" || st.Nodes[1].Phase != phasePending || len(st.Slots) != 1 || st.Slots[0].Holder != f.b {
+		st.Nodes[1].Slot != "hnsplan-rollout-0" || st.Nodes[1].Phase != fleet.PhasePending || len(st.Slots) != 1 || st.Slots[0].Holder != f.b {
 		t.Errorf("json: %+v", st)
 	}
 
 	// b's drain times out: it keeps its slot, and the rollout halts.
-	f.annotate(f.b, map[string]any{annotationState: "blocked", annotationLastError: "drain: 2 pods remain after 10m0s\n(PodDisruptionBudget web)"})
+	f.annotate(f.b, map[string]any{fleet.AnnotationState: "blocked", fleet.AnnotationLastError: "drain: 2 pods remain after 10m0s\n(PodDisruptionBudget web)"})
 	out, _ = f.run(exitHalted, "rollout", "status")
 	if got := row(out, f.b); !slices.Equal(got[3:6], []string{"blocked", "hnsplan-rollout-0", "drain:"}) {
 		t.Errorf("row of %s = %q", f.b, got)
@@ -264,7 +265,7 @@ func TestRolloutStatusAndResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(events.Items) != 1 || events.Items[0].Reason != reasonRolloutResumed || events.Items[0].InvolvedObject.Kind != "Node" ||
+	if len(events.Items) != 1 || events.Items[0].Reason != fleet.ReasonRolloutResumed || events.Items[0].InvolvedObject.Kind != "Node" ||
 		events.Items[0].InvolvedObject.UID == "" || !strings.Contains(events.Items[0].Message, "freed rollout slot hnsplan-rollout-0") {
 		t.Errorf("events on %s: %+v", f.b, events.Items)
 	}
@@ -278,7 +279,7 @@ func TestRolloutStatusAndResume(t *testing.T) {
 	}
 
 	// A node whose replace is under way is freed only with --force.
-	f.annotate(f.b, map[string]any{annotationState: "replacing", annotationLastError: nil})
+	f.annotate(f.b, map[string]any{fleet.AnnotationState: "replacing", fleet.AnnotationLastError: nil})
 	f.acquire(f.b)
 	_, stderr = f.run(exitInvalid, "rollout", "resume", f.b)
 	if !strings.Contains(stderr, "node "+f.b+" is not halted: it holds hnsplan-rollout-0 in state replacing") {
@@ -330,7 +331,7 @@ func TestRolloutStatusWatch(t *testing.T) {
 		}
 	}
 	waitFor("the first status", func(s string) bool { return strings.Contains(s, "1 rollout slot held") })
-	f.annotate(f.c, map[string]any{annotationState: "rollout-waiting"})
+	f.annotate(f.c, map[string]any{fleet.AnnotationState: "rollout-waiting"})
 	waitFor("the change", func(s string) bool { return strings.Contains(s, "rollout-waiting") })
 	select {
 	case code := <-done:
@@ -359,8 +360,8 @@ func TestRolloutStatusWatch(t *testing.T) {
 	if _, err := rollout.Free(context.Background(), f.cs.CoordinationV1(), f.ns, f.b); err != nil {
 		t.Fatal(err)
 	}
-	f.annotate(f.b, map[string]any{annotationState: "converged", annotationApplied: "sha256:bbbb000000000000000000000000000000000000000000000000000000000002"})
-	f.annotate(f.c, map[string]any{annotationState: "converged", annotationApplied: "sha256:cccc000000000000000000000000000000000000000000000000000000000003"})
+	f.annotate(f.b, map[string]any{fleet.AnnotationState: "converged", fleet.AnnotationApplied: "sha256:bbbb000000000000000000000000000000000000000000000000000000000002"})
+	f.annotate(f.c, map[string]any{fleet.AnnotationState: "converged", fleet.AnnotationApplied: "sha256:cccc000000000000000000000000000000000000000000000000000000000003"})
 	select {
 	case code := <-done:
 		if code != 0 {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/fleet"
 	"github.com/hnsplan/hnsplan/internal/sshkey"
 )
 
@@ -54,39 +55,8 @@ func (s *signKey) fingerprint() string {
 	return plan.Fingerprint(s.key.Public().(ed25519.PublicKey))
 }
 
-// sign signs each plan and route table head with the key, if there is
-// one: a plan names its head by key, not digest, so the head's signature
-// is what proves its shards (which it names by digest); chunks are named
-// by digest from the signed plans. Otherwise the files keep the
-// signatures compile --sign-key wrote beside them, each checked to sign
-// its file: one left from other bytes would only be refused by every
-// agent. dir names the plan directory in messages.
+// sign hands the files to fleet.Sign with the key, if there is one. dir
+// names the plan directory in messages.
 func (s *signKey) sign(dir string, files []compiler.File) error {
-	for i, f := range files {
-		if s.key != nil {
-			if f.IsPlan() || f.Kind == plan.KindRouteTable {
-				files[i].Signature = plan.Sign(f.Data, s.key)
-			}
-			continue
-		}
-		if f.Signature == nil {
-			continue
-		}
-		if _, err := plan.SignerOf(f.Data, f.Signature); err != nil {
-			return fmt.Errorf("%s: %s: %v: compile again with --sign-key, or publish with --sign-key", dir, plan.SignatureFile(f.Name), err)
-		}
-	}
-	return nil
-}
-
-// signedBy is ", signed by SHA256:..." for a signed file, "" otherwise.
-func signedBy(f compiler.File) string {
-	if f.Signature == nil {
-		return ""
-	}
-	fp, err := plan.SignerOf(f.Data, f.Signature)
-	if err != nil {
-		return ""
-	}
-	return ", signed by " + fp
+	return fleet.Sign(dir, files, s.key)
 }

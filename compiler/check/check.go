@@ -98,12 +98,12 @@ func Run(in *intent.Intent, cat Catalog) diag.List {
 }
 
 // families are the rule families in catalog order.
-var families = []func(*checker){encapsulation, ipam, bgp, nat, platform, services, calico, vxlanChange}
+var families = []func(*checker){encapsulation, ipam, bgp, nat, platform, buildRegression, services, calico, vxlanChange}
 
 // policyOnlyFamilies are those of a cluster whose Windows network another
 // program owns (windows.networkOwner cni): what the plans hold there is the
 // policy, and what the nodes, pods and Services must meet.
-var policyOnlyFamilies = []func(*checker){bgp, platform, services, calico, vxlanChange}
+var policyOnlyFamilies = []func(*checker){bgp, platform, buildRegression, services, calico, vxlanChange}
 
 // hasWindows reports whether the cluster has Windows nodes: most rules
 // are about them only.

@@ -165,6 +165,7 @@ var addedRules = map[string]string{
 	"network-owner":                calicoReq30 + " (What's supported: EKS: VPC CNI; AKS: Azure CNI: Calico enforces policy only there); hnsplan's own for flannel-vxlan: flanneld programs its routes",
 	"network-match-missing":        "hnsplan's own: the HNS networks a policy-only agent finds pod endpoints on (Calico's KUBE_NETWORK)",
 	"network-match-ignored":        "hnsplan's own: windows.networkMatch without a CNI that owns the network",
+	"windows-build-regression":     "compiler/winbuild's catalog of builds with known container-networking regressions (each entry with its public sources: microsoft/Windows-Containers#516, projectcalico/calico#8529, KB5044281's notes)",
 	"policy-host-endpoint":         "Calico's own semantics (felix/calc/event_sequencer.go: workload endpoints get only policies that are neither untracked nor pre-DNAT); " + calicoLim29 + " (no host endpoints on Windows)",
 	"vxlan-vni-change":             "hnsplan's own: a change of the VXLAN VNI or port (diff, or the live FelixConfiguration of --inventory) cuts nodes on the old values off from nodes on the new (Felix's daemon.go and vxlan_mgr.go, flannel's kube.go and vxlan_windows.go) for as long as the Windows rollout takes",
 }

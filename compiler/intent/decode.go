@@ -53,9 +53,10 @@ type wireCluster struct {
 		KubeProxy                     KubeProxy `json:"kubeProxy"`
 		Replacement                   string    `json:"replacement"`
 		Rollout                       *struct {
-			MaxUnavailable any    `json:"maxUnavailable"` // a count or "40%"
-			Order          string `json:"order"`
-			VXLANChange    string `json:"vxlanChange"`
+			MaxUnavailable  any    `json:"maxUnavailable"` // a count or "40%"
+			Order           string `json:"order"`
+			VXLANChange     string `json:"vxlanChange"`
+			BuildRegression string `json:"buildRegression"`
 		} `json:"rollout"`
 	} `json:"windows"`
 	Pools map[string]struct {
@@ -171,7 +172,7 @@ func decodeCluster(data []byte, src *source, errs *diag.List, partial bool) *Clu
 		VXLANMACPrefix: cmp.Or(strings.ToUpper(wc.Windows.VXLANMACPrefix), DefaultVXLANMACPrefix),
 	}
 	if r := wc.Windows.Rollout; r != nil {
-		c.Windows.Rollout = &Rollout{MaxUnavailable: fmt.Sprint(r.MaxUnavailable), Order: r.Order, VXLANChange: r.VXLANChange}
+		c.Windows.Rollout = &Rollout{MaxUnavailable: fmt.Sprint(r.MaxUnavailable), Order: r.Order, VXLANChange: r.VXLANChange, BuildRegression: r.BuildRegression}
 	}
 	c.Windows.NetworkOwner = wc.Windows.NetworkOwner
 	c.Windows.NetworkMatch, c.Windows.NetworkMatchSet = wc.Windows.NetworkMatch, wc.Windows.NetworkMatch != nil

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/hnsplan/hnsplan/compiler/diag"
+	"github.com/hnsplan/hnsplan/internal/synth"
 )
 
 // FuzzManifests feeds arbitrary bytes to the manifest reader: it must not
@@ -20,6 +21,17 @@ func FuzzManifests(f *testing.F) {
 	f.Add([]byte("apiVersion: v1\nkind: List\nitems: [{apiVersion: networking.k8s.io/v1, kind: NetworkPolicy, metadata: {name: x}, spec: {podSelector: {}, ingress: [{from: [{ipBlock: {cidr: 10.0.0.1/8, except: [1.2.3.4/32]}}]}]}}]\n"))
 	f.Add([]byte("apiVersion: projectcalico.org/v3\nkind: GlobalNetworkPolicy\nmetadata: {name: g}\nspec: {ingress: [{action: Allow, protocol: 6, source: {nets: [10.0.0.0/8], ports: ['1:2', http]}}]}\n"))
 	f.Add([]byte("--- &a\n*a\n---\n[1, {]\n"))
+	// The hostile fan-outs (alias and merge-key chains, peers, nets,
+	// ports and rules past the limits), for the fuzzer to vary; the
+	// largest files (written-out policies of megabytes) are left out, to
+	// keep its inputs small.
+	for _, c := range synth.FanOuts() {
+		for _, data := range c.Files {
+			if len(data) <= 256<<10 {
+				f.Add([]byte(data))
+			}
+		}
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var m Manifests
 		var errs diag.List

@@ -133,6 +133,10 @@ type Rollout struct {
 	// VXLANChange is the pace of a replace caused by the VXLAN VNI or port
 	// alone: plan.VXLANRolling (the default) or plan.VXLANAllAtOnce.
 	VXLANChange string
+	// BuildRegression is plan.BuildHold or plan.BuildProceed (the
+	// default): whether a node on a Windows build with a known
+	// regression may start a replace.
+	BuildRegression string
 }
 
 // KubeProxy holds the kube-proxy settings of the Windows nodes.
@@ -283,6 +287,8 @@ type Manifests struct {
 	Calico  CalicoConfig
 	Files   int // how many YAML files were read
 	objects int
+	peers   int // of all policies, counted against MaxPeers
+	values  int // YAML values of all documents, counted against MaxIntentValues
 }
 
 // Len is the number of objects in m.

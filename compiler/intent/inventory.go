@@ -33,6 +33,17 @@ func loadInventory(files []string, max int64, errs *diag.List) (Inventory, error
 		}
 		file := rel(name)
 		inv.Files = append(inv.Files, file)
+		// Live state of a large cluster is large (--max-file-size says
+		// how large), but kubectl writes an indicator every 8 or 9
+		// bytes: a file far denser than that is refused before the
+		// parser's tree (~270 bytes a value) multiplies it.
+		{
+			limit := maxInt(int(max/4), MaxFileIndicators)
+			if _, line := indicators(data, limit); line > 0 {
+				errs.Errorf(RuleInventory, diag.Pos{File: file, Line: line}, "", "the file holds more than %s YAML values by line %d, one every 4 bytes: far denser than what kubectl get writes; not read: write it with kubectl get -o yaml (or -o json)", diag.Thousands(limit), line)
+				continue
+			}
+		}
 		forEachObject(file, data, RuleInventory, errs, func(obj *yaml.Node, src Source, apiVersion, kind string) {
 			inv.add(obj, src, apiVersion, kind, errs)
 		})
@@ -106,4 +117,11 @@ func (inv *Inventory) add(obj *yaml.Node, src Source, apiVersion, kind string, e
 		errs.Add(diag.Finding{Rule: RuleInventory, Severity: diag.Warning, Pos: src.Pos,
 			Message: fmt.Sprintf("kind %s %s is ignored; the inventory reads Pods, Namespaces, Services, Nodes, EndpointSlices, Calico BlockAffinities, IPPools, IPAMConfigs, FelixConfigurations and BGPConfigurations, and the operator's Installation%s", apiVersion, kind, src.where())})
 	}
+}
+
+func maxInt(a, b int) int {
+	if a > b {
+		return a
+	}
+	return b
 }

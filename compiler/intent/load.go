@@ -75,7 +75,7 @@ func Load(dir string, opts Options) (*Intent, diag.List, error) {
 	// CUE is evaluated under a budget of time and memory: a hostile
 	// intent (a pull request) must not take the CI runner with it.
 	var res cueResult
-	err = opts.budget().evaluate(func() diag.Finding { return cueFinding(dir, rel) }, func() {
+	err = evaluate(opts.budget(), func() diag.Finding { return cueFinding(dir, rel) }, func() {
 		res = loadCUE(newContext(), dir, files, &errs)
 		if res.ok {
 			data, err := exportJSON(res.checked)

@@ -61,7 +61,18 @@ func loadManifests(dir string, files *inputFiles, m *Manifests, errs *diag.List)
 		}
 		m.Files++
 		file := rel(path)
-		forEachObject(file, data, RuleManifest, errs, func(obj *yaml.Node, src Source, apiVersion, kind string) {
+		// The parser's tree is many times the file: bound it before
+		// parsing, each file and the intent's files together.
+		if m.values > MaxIntentValues {
+			errs.Errorf(RuleManifest, diag.Pos{File: file}, "", "not read: the intent's manifests before it already hold more than %s YAML values, more than hnsplan reads; remove what is not intent, or generated copies", diag.Thousands(MaxIntentValues))
+			return nil
+		}
+		if n, line := indicators(data, MaxFileIndicators); line > 0 {
+			errs.Errorf(RuleManifest, diag.Pos{File: file, Line: line}, "", "the file holds more than %s YAML values by line %d, more than hnsplan reads in one intent file (an intent's policies and settings are far smaller); not read: split it, or remove what is not intent", diag.Thousands(MaxFileIndicators), line)
+			m.values += n
+			return nil
+		}
+		forEachObjectOf(file, data, RuleManifest, errs, &m.values, func(obj *yaml.Node, src Source, apiVersion, kind string) {
 			m.add(obj, src, apiVersion, kind, errs)
 		})
 		return nil
@@ -76,6 +87,13 @@ var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 // forEachObject calls fn for every Kubernetes object in a multi-document
 // YAML (or JSON) file, unpacking v1 Lists. Malformed documents are findings.
 func forEachObject(file string, data []byte, rule string, errs *diag.List, fn func(obj *yaml.Node, src Source, apiVersion, kind string)) {
+	forEachObjectOf(file, data, rule, errs, nil, fn)
+}
+
+// forEachObjectOf is forEachObject counting the values of every document
+// (aliases expanded) into *total, if set, and refusing the documents that
+// take it past MaxIntentValues: the intent's manifests, across its files.
+func forEachObjectOf(file string, data []byte, rule string, errs *diag.List, total *int, fn func(obj *yaml.Node, src Source, apiVersion, kind string)) {
 	// The YAML parser says "control characters are not allowed" without
 	// a line: find the character first, and say where it is.
 	if line, col, what, bad := badChar(data); bad {
@@ -104,11 +122,24 @@ func forEachObject(file string, data []byte, rule string, errs *diag.List, fn fu
 			continue // an empty document, e.g. after a trailing ---
 		}
 		root := n.Content[0]
-		if written, expanded := aliasExpansion(root); expanded > 2*written+maxAliasExpansion {
+		written, expanded := aliasExpansion(root)
+		if expanded > 2*written+maxAliasExpansion {
 			// A few aliases of aliases make a small file decode to
 			// billions of values: refuse before anything walks it.
 			errs.Errorf(rule, nodePos(file, root), "", "the document's YAML aliases expand it past %s values (%s written), more than hnsplan reads: write the values out, or use fewer aliases (document %d)", diag.Thousands(2*written+maxAliasExpansion), diag.Thousands(written), doc)
 			continue
+		}
+		if rule == RuleManifest && expanded > MaxDocumentValues {
+			// An inventory (live state) may be larger: the whole run's
+			// budget bounds it.
+			errs.Errorf(rule, nodePos(file, root), "", "%s", tooManyValues(expanded, doc))
+			continue
+		}
+		if total != nil {
+			if *total += expanded; *total > MaxIntentValues {
+				errs.Errorf(rule, nodePos(file, root), "", "with this document the intent's manifests hold more than %s YAML values in all (aliases expanded), more than hnsplan reads: an intent's policies and settings are far smaller; remove what is not intent, or generated copies (document %d)", diag.Thousands(MaxIntentValues), doc)
+				continue
+			}
 		}
 		src := Source{File: file, Doc: doc, Pos: nodePos(file, root), node: root}
 		apiVersion, kind, ok := typeOf(root, src, rule, errs)
@@ -228,12 +259,20 @@ func (m *Manifests) add(obj *yaml.Node, src Source, apiVersion, kind string, err
 func (m *Manifests) addOther(obj *yaml.Node, src Source, apiVersion, kind string, d *yamlDecoder, errs *diag.List) {
 	switch apiVersion + " " + kind {
 	case "networking.k8s.io/v1 NetworkPolicy":
+		if !m.admitPolicy(obj, src, apiVersion, kind, errs) {
+			d.rejected = true
+			return
+		}
 		var p NetworkPolicy
 		d.decode(obj, reflect.ValueOf(&p.NetworkPolicy).Elem(), "")
 		p.Source = src
 		checkNetworkPolicy(&p, d)
 		m.NetworkPolicies = append(m.NetworkPolicies, p)
 	case "projectcalico.org/v3 NetworkPolicy", "projectcalico.org/v3 GlobalNetworkPolicy":
+		if !m.admitPolicy(obj, src, apiVersion, kind, errs) {
+			d.rejected = true
+			return
+		}
 		var p CalicoPolicy
 		d.catalog = kind
 		d.decode(obj, reflect.ValueOf(&p).Elem(), "")
@@ -384,7 +423,7 @@ func checkCalicoPolicy(p *CalicoPolicy, d *yamlDecoder) {
 // for each file below the intent directory (for tests and fuzzing).
 func ReadManifests(file string, data []byte, errs *diag.List) Manifests {
 	var m Manifests
-	forEachObject(file, data, RuleManifest, errs, func(obj *yaml.Node, src Source, apiVersion, kind string) {
+	forEachObjectOf(file, data, RuleManifest, errs, &m.values, func(obj *yaml.Node, src Source, apiVersion, kind string) {
 		m.add(obj, src, apiVersion, kind, errs)
 	})
 	return m

@@ -28,7 +28,24 @@ type Rollout struct {
 	// network keeps MaxUnavailable's pace whatever this says. Readers
 	// before it ignore it, and roll: the slower pace, never a faster one.
 	VXLANChange string `json:"vxlanChange,omitempty"`
+	// BuildRegression is what a node on a Windows build with a known
+	// container-networking regression (compiler/winbuild's catalog) does
+	// about a replace: BuildHold starts none (state rollout-held: no
+	// slot, no cordon) until the node reports a fixed build; empty (or
+	// BuildProceed) does not look. A build the agent cannot read
+	// proceeds. Readers before it ignore it, and proceed.
+	BuildRegression string `json:"buildRegression,omitempty"`
 }
+
+// HoldsBuild reports whether a node on a build with a known regression
+// may start no replace (BuildRegression hold).
+func (r *Rollout) HoldsBuild() bool { return r != nil && r.BuildRegression == BuildHold }
+
+// Rollout.BuildRegression values.
+const (
+	BuildProceed = "proceed"
+	BuildHold    = "hold"
+)
 
 // Rollout.VXLANChange values.
 const (

@@ -69,3 +69,14 @@ func TestRolloutWaves(t *testing.T) {
 		t.Error("Waves with maxUnavailable 0: no error")
 	}
 }
+
+func TestRolloutBuildRegression(t *testing.T) {
+	for _, tc := range []struct {
+		r    *Rollout
+		hold bool
+	}{{nil, false}, {&Rollout{}, false}, {&Rollout{BuildRegression: BuildProceed}, false}, {&Rollout{BuildRegression: BuildHold}, true}} {
+		if got := tc.r.HoldsBuild(); got != tc.hold {
+			t.Errorf("%+v.HoldsBuild() = %v, want %v", tc.r, got, tc.hold)
+		}
+	}
+}

@@ -159,6 +159,11 @@ func (v *validator) plan(p *NodePlan) {
 		default:
 			v.bad("rollout.vxlanChange", "%q: want %q or %q", r.VXLANChange, VXLANRolling, VXLANAllAtOnce)
 		}
+		switch r.BuildRegression {
+		case "", BuildProceed, BuildHold:
+		default:
+			v.bad("rollout.buildRegression", "%q: want %q or %q", r.BuildRegression, BuildHold, BuildProceed)
+		}
 	}
 	if p.PolicyOnly != nil {
 		v.policyOnlyPlan(p)

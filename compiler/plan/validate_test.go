@@ -46,6 +46,8 @@ func TestValidate(t *testing.T) {
 		{"overlay subnet without VSID", func(p *NodePlan) { p.Network.Ipams[0].Subnets[0].Policies = nil },
 			"network.Ipams[0].Subnets[0].Policies: an Overlay subnet needs a VSID policy"},
 		{"no subnet", func(p *NodePlan) { p.Network.Ipams = nil }, "network.Ipams: no subnet"},
+		{"unknown build regression action", func(p *NodePlan) { p.Rollout = &Rollout{BuildRegression: "wait"} },
+			`rollout.buildRegression: "wait": want "hold" or "proceed"`},
 		{"subnet with host bits", func(p *NodePlan) {
 			p.Network.Ipams[0].Subnets[0].IpAddressPrefix = netip.MustParsePrefix("192.168.0.7/26")
 		},

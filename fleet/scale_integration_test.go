@@ -1,10 +1,9 @@
 //go:build integration
 
-package main
+package fleet
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -40,7 +39,7 @@ func scaleSize(t testing.TB) synth.Size {
 
 // compileSynth compiles a synthetic intent of size s into the
 // ConfigMaps publish writes.
-func compileSynth(t testing.TB, s synth.Size) []*pubObject {
+func compileSynth(t testing.TB, s synth.Size) []*Object {
 	t.Helper()
 	dir := t.TempDir()
 	if err := synth.Write(dir, s); err != nil {
@@ -54,7 +53,7 @@ func compileSynth(t testing.TB, s synth.Size) []*pubObject {
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := publishObjects(files, res.Plans)
+	objs, err := Objects(files, res.Plans)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +111,7 @@ func scaleNamespace(t testing.TB, cs kubernetes.Interface) string {
 
 func clearPublished(t testing.TB, cs kubernetes.Interface, ns string) {
 	t.Helper()
-	err := cs.CoreV1().ConfigMaps(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: labelManagedBy + "=hnsplan"})
+	err := cs.CoreV1().ConfigMaps(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: LabelManagedBy + "=hnsplan"})
 	if err != nil && !strings.Contains(err.Error(), "not found") {
 		t.Fatal(err)
 	}
@@ -124,11 +123,11 @@ func clearPublished(t testing.TB, cs kubernetes.Interface, ns string) {
 // second; publishing it again writes nothing; a node added to the intent
 // writes at most 3 objects: its plan, its shard and the head.
 //
-//	go test -tags integration -run PublishScale -v ./cmd/hnsplan/
+//	go test -tags integration -run PublishScale -v ./fleet/
 func TestPublishScale(t *testing.T) {
 	s := scaleSize(t)
 	cs, ct, host := countingClient(t)
-	opts := publishOptions{namespace: scaleNamespace(t, cs)}
+	opts := Options{Namespace: scaleNamespace(t, cs), Host: host}
 	ctx := context.Background()
 
 	t0 := time.Now()
@@ -137,19 +136,19 @@ func TestPublishScale(t *testing.T) {
 	ct.take()
 
 	t1 := time.Now()
-	if err := publish(ctx, io.Discard, io.Discard, cs, host, objs, opts); err != nil {
+	if err := Publish(ctx, cs, objs, opts); err != nil {
 		t.Fatal(err)
 	}
 	d := time.Since(t1)
 	writes, reads := ct.take()
 	t.Logf("first publish: %d objects in %v: %.0f objects/s (%d writes, %d reads, %d requests in flight)",
-		len(objs), d.Round(time.Millisecond), float64(len(objs))/d.Seconds(), len(writes), reads, publishWorkers)
-	if cms, w := countConfigMaps(t, cs, opts.namespace), configMapWrites(writes); w != len(objs) || cms != len(objs) {
+		len(objs), d.Round(time.Millisecond), float64(len(objs))/d.Seconds(), len(writes), reads, DefaultWorkers)
+	if cms, w := countConfigMaps(t, cs, opts.Namespace), configMapWrites(writes); w != len(objs) || cms != len(objs) {
 		t.Errorf("first publish: %d writes to ConfigMaps, %d ConfigMaps, for %d objects", w, cms, len(objs))
 	}
 
 	t2 := time.Now()
-	if err := publish(ctx, io.Discard, io.Discard, cs, host, objs, opts); err != nil {
+	if err := Publish(ctx, cs, objs, opts); err != nil {
 		t.Fatal(err)
 	}
 	writes, reads = ct.take()
@@ -162,7 +161,7 @@ func TestPublishScale(t *testing.T) {
 	grown.Windows++
 	objs2 := compileSynth(t, grown)
 	t3 := time.Now()
-	if err := publish(ctx, io.Discard, io.Discard, cs, host, objs2, opts); err != nil {
+	if err := Publish(ctx, cs, objs2, opts); err != nil {
 		t.Fatal(err)
 	}
 	writes, _ = ct.take()
@@ -189,7 +188,7 @@ func configMapWrites(writes []string) int {
 
 func countConfigMaps(t testing.TB, cs kubernetes.Interface, ns string) int {
 	t.Helper()
-	list, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: labelManagedBy + "=hnsplan"})
+	list, err := cs.CoreV1().ConfigMaps(ns).List(context.Background(), metav1.ListOptions{LabelSelector: LabelManagedBy + "=hnsplan"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,20 +199,20 @@ func countConfigMaps(t testing.TB, cs kubernetes.Interface, ns string) int {
 // to the real API server from nothing, each round (the ConfigMaps are
 // deleted between rounds, untimed), and reports objects/s.
 //
-//	go test -tags integration -run '^$' -bench Publish -benchtime 3x ./cmd/hnsplan/
+//	go test -tags integration -run '^$' -bench Publish -benchtime 3x ./fleet/
 func BenchmarkPublish(b *testing.B) {
 	objs := compileSynth(b, scaleSize(b))
 	cs, ct, host := countingClient(b)
-	opts := publishOptions{namespace: scaleNamespace(b, cs)}
+	opts := Options{Namespace: scaleNamespace(b, cs), Host: host}
 	ctx := context.Background()
 	var total time.Duration
 	for b.Loop() {
 		b.StopTimer()
-		clearPublished(b, cs, opts.namespace)
+		clearPublished(b, cs, opts.Namespace)
 		ct.take()
 		b.StartTimer()
 		t0 := time.Now()
-		if err := publish(ctx, io.Discard, io.Discard, cs, host, objs, opts); err != nil {
+		if err := Publish(ctx, cs, objs, opts); err != nil {
 			b.Fatal(err)
 		}
 		total += time.Since(t0)

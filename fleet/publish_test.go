@@ -1,4 +1,4 @@
-package main
+package fleet
 
 import (
 	"bytes"
@@ -29,8 +29,8 @@ type testIntent struct {
 }
 
 // compile writes the intent, compiles it and returns its ConfigMaps as
-// publish makes them.
-func (ti testIntent) compile(t testing.TB) []*pubObject {
+// Objects makes them.
+func (ti testIntent) compile(t testing.TB) []*Object {
 	t.Helper()
 	dir := t.TempDir()
 	var nodes strings.Builder
@@ -76,7 +76,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := publishObjects(files2, res.Plans)
+	objs, err := Objects(files2, res.Plans)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,10 +91,11 @@ type fakeCluster struct {
 func newFakeCluster() *fakeCluster { return &fakeCluster{cs: fake.NewClientset()} }
 
 // publish runs publish and returns its output; it fails t on an error.
-func (c *fakeCluster) publish(t *testing.T, objs []*pubObject, opts publishOptions) (string, string) {
+func (c *fakeCluster) publish(t *testing.T, objs []*Object, opts Options) (string, string) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	if err := publish(context.Background(), &out, &errOut, c.cs, "https://fake", objs, opts); err != nil {
+	opts.Out, opts.ErrOut, opts.Host = &out, &errOut, "https://fake"
+	if err := Publish(context.Background(), c.cs, objs, opts); err != nil {
 		t.Fatalf("publish: %v\n%s", err, out.String())
 	}
 	return out.String(), errOut.String()
@@ -123,7 +124,7 @@ func (c *fakeCluster) writes() []string {
 
 func (c *fakeCluster) names(t *testing.T) []string {
 	t.Helper()
-	list, err := c.cs.CoreV1().ConfigMaps(publishNamespace).List(context.Background(), metav1.ListOptions{})
+	list, err := c.cs.CoreV1().ConfigMaps(Namespace).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func (c *fakeCluster) names(t *testing.T) []string {
 	return out
 }
 
-func namesOf(objs []*pubObject, keep func(o *pubObject) bool) []string {
+func namesOf(objs []*Object, keep func(o *Object) bool) []string {
 	var out []string
 	for _, o := range objs {
 		if keep(o) {
@@ -146,9 +147,9 @@ func namesOf(objs []*pubObject, keep func(o *pubObject) bool) []string {
 	return out
 }
 
-func all(*pubObject) bool { return true }
+func all(*Object) bool { return true }
 
-func headOf(objs []*pubObject) *pubObject {
+func headOf(objs []*Object) *Object {
 	for _, o := range objs {
 		if o.Kind == plan.KindRouteTable {
 			return o
@@ -165,27 +166,27 @@ func TestPublishWrites(t *testing.T) {
 	c := newFakeCluster()
 	base := testIntent{windows: 6, vni: 4096, port: 80}
 	objs := base.compile(t)
-	out, _ := c.publish(t, objs, publishOptions{})
+	out, _ := c.publish(t, objs, Options{})
 	w := c.writes()
 	if len(w) != len(objs) {
 		t.Fatalf("first publish: %d writes for %d objects: %v", len(w), len(objs), w)
 	}
 	checkOrder(t, w, objs)
-	if !strings.Contains(out, fmt.Sprintf("published 6 plans and %s to %s on https://fake: %d created, 0 updated, 0 unchanged\n", plural(len(objs)-6, "part"), publishNamespace, len(objs))) {
+	if !strings.Contains(out, fmt.Sprintf("published 6 plans and %s to %s on https://fake: %d created, 0 updated, 0 unchanged\n", plural(len(objs)-6, "part"), Namespace, len(objs))) {
 		t.Errorf("first publish:\n%s", out)
 	}
 	if got, want := c.names(t), namesOf(objs, all); !slices.Equal(got, want) {
 		t.Errorf("ConfigMaps %v, want %v", got, want)
 	}
-	cm, err := c.cs.CoreV1().ConfigMaps(publishNamespace).Get(context.Background(), headOf(objs).name, metav1.GetOptions{})
+	cm, err := c.cs.CoreV1().ConfigMaps(Namespace).Get(context.Background(), headOf(objs).name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cm.Labels[labelPart] != "routetable" || cm.Labels[labelManagedBy] != "hnsplan" || cm.Annotations[annotationDigest] != headOf(objs).Digest || cm.Data[partKey] != string(headOf(objs).Data) {
+	if cm.Labels[LabelPart] != "routetable" || cm.Labels[LabelManagedBy] != "hnsplan" || cm.Annotations[AnnotationDigest] != headOf(objs).Digest || cm.Data[PartKey] != string(headOf(objs).Data) {
 		t.Errorf("head ConfigMap: labels %v, annotations %v, keys %d", cm.Labels, cm.Annotations, len(cm.Data))
 	}
 
-	out, _ = c.publish(t, objs, publishOptions{})
+	out, _ = c.publish(t, objs, Options{})
 	if w := c.writes(); len(w) != 0 {
 		t.Errorf("publishing the same again wrote %v", w)
 	}
@@ -196,7 +197,7 @@ func TestPublishWrites(t *testing.T) {
 	grown := base
 	grown.windows++
 	objs2 := grown.compile(t)
-	out, _ = c.publish(t, objs2, publishOptions{})
+	out, _ = c.publish(t, objs2, Options{})
 	w = c.writes()
 	checkOrder(t, w, objs2)
 	want := []string{"apply " + headOf(objs2).name, "apply " + plan.ShardName(headOf(objs2).name, plan.ShardOf("win-07")), "apply plan-win-07"}
@@ -213,9 +214,9 @@ func TestPublishCanaryParts(t *testing.T) {
 	c := newFakeCluster()
 	v1 := testIntent{windows: 4, vni: 4096, port: 80}
 	objs1 := v1.compile(t)
-	c.publish(t, objs1, publishOptions{})
+	c.publish(t, objs1, Options{})
 	c.writes()
-	chunks1 := namesOf(objs1, func(o *pubObject) bool { return o.Kind == plan.KindProgramChunk })
+	chunks1 := namesOf(objs1, func(o *Object) bool { return o.Kind == plan.KindProgramChunk })
 	if len(chunks1) == 0 {
 		t.Fatal("the intent has no program chunk")
 	}
@@ -224,8 +225,8 @@ func TestPublishCanaryParts(t *testing.T) {
 	v2 := v1
 	v2.port = 443
 	objs2 := v2.compile(t)
-	chunks2 := namesOf(objs2, func(o *pubObject) bool { return o.Kind == plan.KindProgramChunk })
-	out, _ := c.publish(t, objs2, publishOptions{sel: selection{canary: 1}})
+	chunks2 := namesOf(objs2, func(o *Object) bool { return o.Kind == plan.KindProgramChunk })
+	out, _ := c.publish(t, objs2, Options{Sel: Selection{Canary: 1}})
 	w := c.writes()
 	want := append(prefixed("apply ", chunks2), "apply plan-win-01")
 	checkOrder(t, w, objs1, objs2)
@@ -242,7 +243,7 @@ func TestPublishCanaryParts(t *testing.T) {
 	}
 
 	// To all: the old chunks go.
-	out, _ = c.publish(t, objs2, publishOptions{})
+	out, _ = c.publish(t, objs2, Options{})
 	w = c.writes()
 	want = []string{"apply plan-win-02", "apply plan-win-03", "apply plan-win-04"}
 	want = append(want, prefixed("delete ", chunks1)...)
@@ -268,7 +269,7 @@ func TestPublishCanaryParts(t *testing.T) {
 	if old.name == head.name {
 		t.Fatal("a new VNI kept the route table's name")
 	}
-	c.publish(t, objs3, publishOptions{sel: selection{nodes: []string{"win-03"}}})
+	c.publish(t, objs3, Options{Sel: Selection{Nodes: []string{"win-03"}}})
 	w = c.writes()
 	want = append(prefixed("apply ", head.refs), "apply "+head.name, "apply plan-win-03")
 	checkOrder(t, w, objs2, objs3)
@@ -280,7 +281,7 @@ func TestPublishCanaryParts(t *testing.T) {
 			t.Errorf("--nodes win-03 deleted %s, which the other nodes' plans name", name)
 		}
 	}
-	c.publish(t, objs3, publishOptions{})
+	c.publish(t, objs3, Options{})
 	w = c.writes()
 	want = []string{"apply plan-win-01", "apply plan-win-02", "apply plan-win-04", "delete " + old.name}
 	want = append(want, prefixed("delete ", old.refs)...)
@@ -299,7 +300,7 @@ func sameWrites(got, want []string) bool { return slices.Equal(sorted(got), sort
 
 // checkOrder checks that the applies in w come phase by phase (parts,
 // heads, plans), and the deletes after them, heads first.
-func checkOrder(t *testing.T, w []string, objs ...[]*pubObject) {
+func checkOrder(t *testing.T, w []string, objs ...[]*Object) {
 	t.Helper()
 	rank := map[string]int{}
 	for _, os := range objs {
@@ -335,21 +336,21 @@ func TestPublishPruneEvidence(t *testing.T) {
 	c := newFakeCluster()
 	v1 := testIntent{windows: 3, vni: 4096, port: 80}
 	objs1 := v1.compile(t)
-	c.publish(t, objs1, publishOptions{})
-	chunks1 := namesOf(objs1, func(o *pubObject) bool { return o.Kind == plan.KindProgramChunk })
-	cms := c.cs.CoreV1().ConfigMaps(publishNamespace)
+	c.publish(t, objs1, Options{})
+	chunks1 := namesOf(objs1, func(o *Object) bool { return o.Kind == plan.KindProgramChunk })
+	cms := c.cs.CoreV1().ConfigMaps(Namespace)
 
 	// win-03 leaves the cluster, and the program changes: the stale plan
 	// of win-03 still names the old chunks.
 	v2 := testIntent{windows: 2, vni: 4096, port: 443}
 	objs2 := v2.compile(t)
-	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "program-0123456789ab", Namespace: publishNamespace,
-		Labels: map[string]string{labelPart: "programchunk"}}}
+	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "program-0123456789ab", Namespace: Namespace,
+		Labels: map[string]string{LabelPart: "programchunk"}}}
 	if _, err := cms.Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c.writes()
-	out, _ := c.publish(t, objs2, publishOptions{})
+	out, _ := c.publish(t, objs2, Options{})
 	if !strings.Contains(out, "plan-win-03: stale, no plan for node win-03 (--prune deletes it)") {
 		t.Errorf("no stale line:\n%s", out)
 	}
@@ -371,13 +372,13 @@ func TestPublishPruneEvidence(t *testing.T) {
 
 	// A plan ConfigMap that holds no readable plan: nothing is pruned,
 	// and stderr says why.
-	bad := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "plan-win-09", Namespace: publishNamespace},
-		Data: map[string]string{publishKey: "not json"}}
+	bad := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "plan-win-09", Namespace: Namespace},
+		Data: map[string]string{PlanKey: "not json"}}
 	if _, err := cms.Create(ctx, bad, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c.writes()
-	out, errOut := c.publish(t, objs2, publishOptions{prune: true})
+	out, errOut := c.publish(t, objs2, Options{Prune: true})
 	if w := c.writes(); !slices.Equal(w, []string{"delete plan-win-03"}) {
 		t.Errorf("--prune beside an unreadable plan: writes %v\n%s", w, out)
 	}
@@ -391,7 +392,7 @@ func TestPublishPruneEvidence(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.writes()
-	out, _ = c.publish(t, objs2, publishOptions{prune: true})
+	out, _ = c.publish(t, objs2, Options{Prune: true})
 	w := c.writes()
 	if want := prefixed("delete ", chunks1); !slices.Equal(w, want) {
 		t.Errorf("writes %v, want %v\n%s", w, want, out)
@@ -441,12 +442,12 @@ func TestPublishObjectsRefuses(t *testing.T) {
 		{"as compiled", files, nil},
 		{"plan too large", edit(func(fs []compiler.File) []compiler.File {
 			i := index(fs, plan.Kind)
-			fs[i].Data = bytes.Repeat([]byte{' '}, maxObject)
+			fs[i].Data = bytes.Repeat([]byte{' '}, MaxObject)
 			return fs
 		}), []string{"the plan of node win-01 is 262153 bytes (256.0 KiB) with its keys and signature; a published ConfigMap holds at most 262144 bytes (256 KiB): the plan holds its own network, host endpoint and pod template"}},
 		{"signature over the limit", edit(func(fs []compiler.File) []compiler.File {
 			i := index(fs, plan.KindProgramChunk)
-			fs[i].Data = bytes.Repeat([]byte{' '}, maxObject-len(partKey))
+			fs[i].Data = bytes.Repeat([]byte{' '}, MaxObject-len(PartKey))
 			fs[i].Signature = []byte("sig")
 			return fs
 		}), []string{"part program-", "(ProgramChunk) is 262160 bytes", "compile it again with this hnsplan"}},
@@ -466,7 +467,7 @@ func TestPublishObjectsRefuses(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := publishObjects(tc.files, plans)
+			_, err := Objects(tc.files, plans)
 			if tc.want == nil {
 				if err != nil {
 					t.Fatal(err)

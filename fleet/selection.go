@@ -1,4 +1,4 @@
-package main
+package fleet
 
 import (
 	"fmt"
@@ -8,35 +8,36 @@ import (
 	"github.com/hnsplan/hnsplan/compiler"
 )
 
-// A selection is the subset of nodes a publish writes: all of them (the
+// A Selection is the subset of nodes a publish writes: all of them (the
 // zero value), the nodes named by --nodes, or --canary N of them. The
 // ConfigMaps of the other nodes are not sent anything.
-type selection struct {
-	nodes  []string // --nodes, deduplicated, in the order given
-	canary int      // --canary; 0 for none
+type Selection struct {
+	Nodes  []string // --nodes, deduplicated, in the order given (ParseNodes)
+	Canary int      // --canary; 0 for none, less than 0 for a --canary below 1 (Check refuses it)
 }
 
-func (s selection) active() bool { return len(s.nodes) > 0 || s.canary > 0 }
+// Active says whether the selection is a subset: --nodes or --canary.
+func (s Selection) Active() bool { return len(s.Nodes) > 0 || s.Canary > 0 }
 
-// flag names the flag that chose the subset, for messages.
-func (s selection) flag() string {
-	if s.canary > 0 {
-		return fmt.Sprintf("--canary %d", s.canary)
+// Flag names the flag that chose the subset, for messages.
+func (s Selection) Flag() string {
+	if s.Canary > 0 {
+		return fmt.Sprintf("--canary %d", s.Canary)
 	}
-	return "--nodes " + strings.Join(s.nodes, ",")
+	return "--nodes " + strings.Join(s.Nodes, ",")
 }
 
-// check validates the selection's flags among themselves and against the
+// Check validates the selection's flags among themselves and against the
 // plans to publish: every node --nodes names must have a plan.
-func (s selection) check(files []compiler.File, prune bool, dir string) error {
-	if s.canary < 0 {
+func (s Selection) Check(files []compiler.File, prune bool, dir string) error {
+	if s.Canary < 0 {
 		return fmt.Errorf("--canary: give the number of nodes to publish to first, 1 or more")
 	}
-	if !s.active() {
+	if !s.Active() {
 		return nil
 	}
 	if prune {
-		return fmt.Errorf("--prune with %s: --prune deletes the plan ConfigMaps of nodes that have no plan, which are never in the subset; publish to all nodes (without --nodes or --canary) to prune", s.flag())
+		return fmt.Errorf("--prune with %s: --prune deletes the plan ConfigMaps of nodes that have no plan, which are never in the subset; publish to all nodes (without --nodes or --canary) to prune", s.Flag())
 	}
 	have := map[string]bool{}
 	var all []string
@@ -49,7 +50,7 @@ func (s selection) check(files []compiler.File, prune bool, dir string) error {
 	}
 	slices.Sort(all)
 	var unknown []string
-	for _, n := range s.nodes {
+	for _, n := range s.Nodes {
 		if !have[n] {
 			unknown = append(unknown, fmt.Sprintf("%q", n))
 		}
@@ -78,16 +79,16 @@ func (s selection) check(files []compiler.File, prune bool, dir string) error {
 // whether a node's plan differs from what its ConfigMap holds (every
 // plan, without the cluster): --canary N takes the first N changed nodes
 // by name.
-func (s selection) pick(nodes []string, changed func(node string) bool) map[string]bool {
+func (s Selection) pick(nodes []string, changed func(node string) bool) map[string]bool {
 	out := map[string]bool{}
-	if !s.active() {
+	if !s.Active() {
 		for _, n := range nodes {
 			out[n] = true
 		}
 		return out
 	}
-	if len(s.nodes) > 0 {
-		for _, n := range s.nodes {
+	if len(s.Nodes) > 0 {
+		for _, n := range s.Nodes {
 			out[n] = true
 		}
 		return out
@@ -99,15 +100,15 @@ func (s selection) pick(nodes []string, changed func(node string) bool) map[stri
 		}
 	}
 	slices.Sort(cands)
-	for _, n := range cands[:min(len(cands), s.canary)] {
+	for _, n := range cands[:min(len(cands), s.Canary)] {
 		out[n] = true
 	}
 	return out
 }
 
-// parseNodes splits --nodes values (repeatable, comma-separated),
+// ParseNodes splits --nodes values (repeatable, comma-separated),
 // rejecting empty names and dropping repeats.
-func parseNodes(vals []string) ([]string, error) {
+func ParseNodes(vals []string) ([]string, error) {
 	var out []string
 	for _, v := range vals {
 		for n := range strings.SplitSeq(v, ",") {

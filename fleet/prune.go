@@ -1,4 +1,4 @@
-package main
+package fleet
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func refsOf(data string, ok bool) ([]string, error) {
 }
 
 // pruneParts deletes the part ConfigMaps hnsplan wrote (labelled
-// labelManagedBy=hnsplan and labelPart, named as compile names parts)
+// LabelManagedBy=hnsplan and LabelPart, named as compile names parts)
 // that nothing left in the namespace names: no plan ConfigMap (plan-*,
 // whoever wrote it: an agent reads any), nor the head such a plan names.
 // live is the namespace as listed before the writes, less the pruned
@@ -63,71 +63,18 @@ func refsOf(data string, ok bool) ([]string, error) {
 // ConfigMap being as it was listed (a concurrent publish may have written
 // it again). Heads go first, so that no head is left naming a deleted
 // shard.
-func pruneParts(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface, ns string, live map[string]*liveConfigMap, written map[string]*pubObject) (int, error) {
-	refs := func(name, key string) ([]string, error) {
-		if o := written[name]; o != nil {
-			return o.refs, nil
-		}
-		cm := live[name]
-		if cm == nil {
-			return nil, nil
-		}
-		data, ok := cm.data[key]
-		return refsOf(data, ok)
-	}
-	names := map[string]bool{}
-	for name := range live {
-		names[name] = true
-	}
-	for name := range written {
-		names[name] = true
-	}
-	var planNames []string
-	for name := range names {
-		if strings.HasPrefix(name, publishPrefix) {
-			planNames = append(planNames, name)
-		}
-	}
-	slices.Sort(planNames)
-	keep := map[string]bool{}
-	var heads []string
-	for _, name := range planNames {
-		rs, err := refs(name, publishKey)
-		if err != nil {
-			fmt.Fprintf(errOut, "hnsplan: no part pruned: configmap %s/%s holds no plan hnsplan can read (%v), so which parts it names is unknown; publish its node's plan, or delete it\n", ns, name, err)
-			return 0, nil
-		}
-		for _, r := range rs {
-			if !keep[r] {
-				keep[r] = true
-				heads = append(heads, r)
-			}
-		}
-	}
-	for _, name := range heads {
-		isHead := written[name] != nil && written[name].Kind == plan.KindRouteTable
-		if cm := live[name]; written[name] == nil && cm != nil {
-			isHead = cm.labels[labelPart] == partLabel(plan.KindRouteTable)
-		}
-		if !isHead {
-			continue
-		}
-		rs, err := refs(name, partKey)
-		if err != nil {
-			fmt.Fprintf(errOut, "hnsplan: no part pruned: configmap %s/%s holds no route table hnsplan can read (%v), so which shards it names is unknown; publish again, or delete it\n", ns, name, err)
-			return 0, nil
-		}
-		for _, r := range rs {
-			keep[r] = true
-		}
+func pruneParts(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interface, ns string, live map[string]*liveConfigMap, written map[string]*Object) (int, error) {
+	keep, ok := keptParts(errOut, ns, live, written)
+	if !ok {
+		return 0, nil
 	}
 	var gone []string
 	for name, cm := range live {
-		if written[name] == nil && !keep[name] && cm.labels[labelManagedBy] == "hnsplan" && cm.labels[labelPart] != "" && plan.CheckPartName(name) == nil {
+		if written[name] == nil && !keep[name] && cm.labels[LabelManagedBy] == "hnsplan" && cm.labels[LabelPart] != "" && plan.CheckPartName(name) == nil {
 			gone = append(gone, name)
 		}
 	}
-	isHead := func(name string) bool { return live[name].labels[labelPart] == partLabel(plan.KindRouteTable) }
+	isHead := func(name string) bool { return live[name].labels[LabelPart] == PartLabel(plan.KindRouteTable) }
 	slices.SortFunc(gone, func(a, b string) int {
 		if ha, hb := isHead(a), isHead(b); ha != hb {
 			if ha {
@@ -154,4 +101,75 @@ func pruneParts(ctx context.Context, out, errOut io.Writer, cs kubernetes.Interf
 		fmt.Fprintf(out, "configmap %s/%s: pruned, no plan names it\n", ns, name)
 	}
 	return n, nil
+}
+
+// keptParts is the parts that something left in the namespace names
+// (pruneParts' live and written): the parts each plan ConfigMap names,
+// and the shards of the heads among them. false when what one names
+// cannot be read, which errOut is told: then no part may be deleted.
+func keptParts(errOut io.Writer, ns string, live map[string]*liveConfigMap, written map[string]*Object) (map[string]bool, bool) {
+	refs := func(name, key string) ([]string, error) {
+		if o := written[name]; o != nil {
+			return o.refs, nil
+		}
+		cm := live[name]
+		if cm == nil {
+			return nil, nil
+		}
+		data, ok := cm.data[key]
+		return refsOf(data, ok)
+	}
+	names := keysOf(live)
+	for name := range written {
+		names[name] = true
+	}
+	var planNames []string
+	for name := range names {
+		if strings.HasPrefix(name, PlanPrefix) {
+			planNames = append(planNames, name)
+		}
+	}
+	slices.Sort(planNames)
+	keep := map[string]bool{}
+	var heads []string
+	for _, name := range planNames {
+		rs, err := refs(name, PlanKey)
+		if err != nil {
+			fmt.Fprintf(errOut, "hnsplan: no part pruned: configmap %s/%s holds no plan hnsplan can read (%v), so which parts it names is unknown; publish its node's plan, or delete it\n", ns, name, err)
+			return nil, false
+		}
+		for _, r := range rs {
+			if !keep[r] {
+				keep[r] = true
+				heads = append(heads, r)
+			}
+		}
+	}
+	for _, name := range heads {
+		isHead := written[name] != nil && written[name].Kind == plan.KindRouteTable
+		if cm := live[name]; written[name] == nil && cm != nil {
+			isHead = cm.labels[LabelPart] == PartLabel(plan.KindRouteTable)
+		}
+		if !isHead {
+			continue
+		}
+		rs, err := refs(name, PartKey)
+		if err != nil {
+			fmt.Fprintf(errOut, "hnsplan: no part pruned: configmap %s/%s holds no route table hnsplan can read (%v), so which shards it names is unknown; publish again, or delete it\n", ns, name, err)
+			return nil, false
+		}
+		for _, r := range rs {
+			keep[r] = true
+		}
+	}
+	return keep, true
+}
+
+// keysOf is the set of m's keys.
+func keysOf[V any](m map[string]V) map[string]bool {
+	out := make(map[string]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
 }

@@ -1,0 +1,137 @@
+//go:build integration
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/hnsplan/hnsplan/applier/control"
+	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
+	"github.com/hnsplan/hnsplan/applier/planwatch"
+	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/internal/kubetest"
+)
+
+// TestRunSuspended runs the agent against a real kube-apiserver with its
+// node suspended in hnsplan-system/hnsplan-control before it starts: it
+// writes nothing to HNS and reports suspended on its Node; unsuspended,
+// it applies the plan; a reconcile request is recorded as an Event.
+func TestRunSuspended(t *testing.T) {
+	kubeconfig := kubetest.Kubeconfig(t)
+	cs := kubetest.Client(t, kubetest.Config(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	must := func(err error) {
+		t.Helper()
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	node := fmt.Sprintf("win-susp-%d", rand.IntN(1e6))
+	_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"kubernetes.io/os": "windows"}}}, metav1.CreateOptions{})
+	must(err)
+	defer cs.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
+	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: planwatch.ConfigMapNamespace}}, metav1.CreateOptions{})
+	must(err)
+	cms := cs.CoreV1().ConfigMaps(control.Namespace)
+	_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: control.Name}}, metav1.CreateOptions{})
+	must(err)
+	setKey := func(key string, value any) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"data":{%q:%s}}`, key, value)
+		_, err := cms.Patch(ctx, control.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		must(err)
+	}
+	defer func() {
+		for _, k := range []string{control.SuspendKey(node), control.ReconcileKey(node)} {
+			cms.Patch(context.Background(), control.Name, types.MergePatchType, []byte(fmt.Sprintf(`{"data":{%q:null}}`, k)), metav1.PatchOptions{})
+		}
+	}()
+	setKey(control.SuspendKey(node), fmt.Sprintf("%q", control.Value{At: time.Now(), Reason: "test"}.Format()))
+
+	p := samplePlan()
+	p.Node, p.Cluster, p.Endpoints = node, node, nil
+	setRoutes(p, p.RemoteSubnetRoutes())
+	parts, err := plan.EncodeParts([]*plan.NodePlan{p})
+	must(err)
+	b, err := plan.Encode(p)
+	must(err)
+	for _, part := range parts {
+		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: part.Name,
+			Labels: map[string]string{planwatch.PartLabel: planwatch.PartLabelValue(part.Kind)}},
+			Data: map[string]string{planwatch.PartConfigMapKey: string(part.Data)}}, metav1.CreateOptions{})
+		must(err)
+		t.Cleanup(func() { cms.Delete(context.Background(), part.Name, metav1.DeleteOptions{}) })
+	}
+	_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: planwatch.ConfigMapName(node)}, Data: map[string]string{planwatch.ConfigMapKey: string(b)}}, metav1.CreateOptions{})
+	must(err)
+	t.Cleanup(func() { cms.Delete(context.Background(), planwatch.ConfigMapName(node), metav1.DeleteOptions{}) })
+
+	h := hnsmem.New(hnsmem.ManagementAddress(netip.MustParseAddr("10.240.0.21")))
+	var out, errOut lockedBuffer
+	f := &runFlags{node: node, planSource: "configmap", kubeconfig: kubeconfig, listen: freeAddr(t), client: h,
+		stateDir: filepath.Join(t.TempDir(), "state"), resync: time.Minute}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- runAgent(runCtx, f, &out, &errOut) }()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("agent log:\n%s", errOut.String())
+		}
+	}()
+	waitNode := func(what string, ok func(*corev1.Node) bool) {
+		t.Helper()
+		for ctx.Err() == nil {
+			if n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil && ok(n) {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("waiting for %s", what)
+	}
+	waitEvent := func(reason string) {
+		t.Helper()
+		for ctx.Err() == nil {
+			ev, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + node + ",reason=" + reason})
+			if err == nil && len(ev.Items) > 0 {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("no %s Event on %s", reason, node)
+	}
+	waitNode("state suspended", func(n *corev1.Node) bool {
+		return n.Annotations["hnsplan.io/state"] == "suspended" && strings.Contains(n.Annotations["hnsplan.io/last-error"], control.SuspendKey(node)+" since")
+	})
+	waitEvent("AgentSuspended")
+	time.Sleep(500 * time.Millisecond) // passes the plan and the caches trigger
+	if n := h.MutatingCalls(); n != 0 {
+		t.Fatalf("suspended: %d HNS writes, want none:\n%s", n, h)
+	}
+
+	setKey(control.SuspendKey(node), "null")
+	waitNode("the plan applied", func(n *corev1.Node) bool {
+		return n.Annotations["hnsplan.io/state"] == "converged" && n.Annotations["hnsplan.io/applied-digest"] == p.Digest
+	})
+	if h.MutatingCalls() == 0 {
+		t.Error("converged with no HNS write")
+	}
+	setKey(control.ReconcileKey(node), fmt.Sprintf("%q", control.Value{At: time.Now().Add(time.Second)}.Format()))
+	waitEvent("ReconcileRequested")
+}
