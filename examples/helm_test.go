@@ -345,20 +345,6 @@ func TestHelmChartEqualsBase(t *testing.T) {
 	}
 }
 
-// TestHelmChartVersion: the chart installs the release it is versioned
-// with, and by default the image the kustomize base names.
-func TestHelmChartVersion(t *testing.T) {
-	ch := loadChart(t)
-	k := loadKustomization(t)
-	if ch.Metadata.Version != strings.TrimPrefix(ch.Metadata.AppVersion, "v") {
-		t.Errorf("Chart.yaml: version %s, appVersion %s: the chart is versioned with the release it installs", ch.Metadata.Version, ch.Metadata.AppVersion)
-	}
-	base := k.image("hnsplan-agent")
-	if want := "ghcr.io/hnsplan/hnsplan-agent:" + ch.Metadata.AppVersion; base != want {
-		t.Errorf("the kustomize base's image is %s, the chart's default %s: give both the same release", base, want)
-	}
-}
-
 // TestHelmChartRefuses: values the objects cannot honour are refused when
 // rendering, by values.schema.json or by the templates, saying what to set.
 func TestHelmChartRefuses(t *testing.T) {
