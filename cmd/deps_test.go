@@ -26,6 +26,7 @@ const (
 	clientGo   = "k8s.io/client-go"
 	hcsshimPkg = "github.com/Microsoft/hcsshim"
 	ggcrPkg    = "github.com/google/go-containerregistry"
+	helmPkg    = "helm.sh/helm"
 )
 
 // listedPkg is the part of `go list -json` the rules read.
@@ -82,6 +83,8 @@ var depRules = []depRule{
 		applies: oursExcept("internal/imagebuild", "hack/images"), direct: true, forbid: []string{ggcrPkg}},
 	{why: "go-containerregistry is a build tool's: the shipped binaries do not link it",
 		applies: ours("cmd/hnsplan", "cmd/hnsplan-agent"), forbid: []string{ggcrPkg}},
+	{why: "no package links Helm's library (the chart tests' alone)",
+		applies: func(p string) bool { return strings.HasPrefix(p, module) }, forbid: []string{helmPkg}},
 }
 
 // violations returns one line per broken rule.
@@ -168,6 +171,7 @@ func TestDependencyRulesFire(t *testing.T) {
 		{ImportPath: module + "/fleet", Imports: []string{ggcrPkg + "/pkg/v1/layout"}},
 		{ImportPath: module + "/cmd/hnsplan", Deps: []string{ggcrPkg + "/pkg/v1"}},
 		{ImportPath: module + "/cmd/hnsplan-agent", Deps: []string{ggcrPkg + "/pkg/v1/mutate"}},
+		{ImportPath: module + "/cmd/hnsplan-agent", Deps: []string{helmPkg + "/v3/pkg/engine"}},
 	}
 	good := []listedPkg{
 		{ImportPath: module + "/compiler/intent", Imports: []string{cuePkg + "/cue"}},
