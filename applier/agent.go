@@ -276,7 +276,7 @@ func (a *Agent) Status() AgentStatus {
 // steps are reported as they happen.
 func (a *Agent) replacer() *DrainReplacer {
 	drainer := a.drainer()
-	return &DrainReplacer{Admit: a.slots.Admit, Done: a.slots.Done, Base: replace.Config{
+	return &DrainReplacer{Admit: a.slots.Admit, Done: a.slots.Done, Retried: a.slots.Retried, Base: replace.Config{
 		HNS: a.cfg.HNS, Drainer: drainer, HostRoutes: a.cfg.HostRoutes,
 		JournalPath:  filepath.Join(a.cfg.StateDir, statedir.JournalFile),
 		ConfirmPath:  filepath.Join(a.cfg.StateDir, statedir.ConfirmFile),

@@ -64,6 +64,9 @@ type slotGate struct {
 	// why is what the last Admit waited for, "" when it let the replace
 	// go on; said is the last one announced by an Event.
 	why, said string
+	// retried says the last Admit took an operator's --retry; the
+	// replace asks it once (RestartDrain).
+	retried bool
 }
 
 // slotRecord is the SlotFile.
@@ -153,12 +156,22 @@ func (g *slotGate) Admit(ctx context.Context, p *plan.NodePlan, a replace.Admiss
 	return st, why, err
 }
 
+// Retried is replace.Config.RestartDrain: whether the last Admit took an
+// operator's --retry, which gives a blocked drain a new timeout. It says
+// so once.
+func (g *slotGate) Retried() bool {
+	r := g.retried
+	g.retried = false
+	return r
+}
+
 // waiting is why the last Admit held the replace back, "" if it did not.
 func (g *slotGate) waiting() string { return g.why }
 
 func (g *slotGate) admit(ctx context.Context, p *plan.NodePlan, a replace.Admission) (kube.NodeState, string, error) {
 	rec := g.load()
 	retry := g.takeFile(statedir.RetryFile)
+	g.retried = retry
 	if rec.Halted != "" && (rec.Plan != p.Digest || retry) {
 		if retry {
 			g.log.Info("the operator retries the replace", "plan", p.Digest, "halted", rec.Halted)
