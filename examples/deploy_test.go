@@ -509,7 +509,7 @@ func TestDeployNodePolicyFields(t *testing.T) {
 		}
 	}
 	want := []string{kube.AnnotationDigest, kube.AnnotationState, kube.AnnotationLastError, kube.AnnotationCordoned,
-		kube.AnnotationTunnelAddr, kube.AnnotationTunnelMAC}
+		kube.AnnotationLetGo, kube.AnnotationTunnelAddr, kube.AnnotationTunnelMAC}
 	slices.Sort(keys)
 	slices.Sort(want)
 	if !slices.Equal(keys, want) {

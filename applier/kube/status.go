@@ -23,7 +23,24 @@ const (
 	// AnnotationCordoned marks a cordon made by the agent, so that after a
 	// restart it knows to lift it, and never lifts an operator's.
 	AnnotationCordoned = "hnsplan.io/cordoned-by-agent"
+	// AnnotationLetGo records that an operator let go of the agent's
+	// cordon (hnsplan rollout resume): the node, cordoned and holding no
+	// rollout slot, no longer counts against maxUnavailable. The agent
+	// removes it with its next cordon or uncordon.
+	AnnotationLetGo = "hnsplan.io/let-go"
 )
+
+// Stranded says whether a node is left disrupted by hnsplan with no one
+// to finish it: cordoned by the agent (unschedulable, with its marker),
+// not let go of by an operator. Whether it still holds a live rollout
+// slot is the caller's to check: a node that does is in its replace, not
+// stranded. Such a node counts against maxUnavailable (its agent died,
+// or its slot was taken over after it expired).
+func Stranded(unschedulable bool, annotations map[string]string) bool {
+	_, agents := annotations[AnnotationCordoned]
+	_, letGo := annotations[AnnotationLetGo]
+	return unschedulable && agents && !letGo
+}
 
 // NodeState is the node's state as the agent reports it: the Node
 // annotation hnsplan.io/state, `state` in /status and the state label of
