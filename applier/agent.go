@@ -154,6 +154,9 @@ func (c Config) Validate() error {
 	if c.ACLWriters < 0 || c.ACLWriters > 64 {
 		errs = append(errs, fmt.Errorf("--acl-writers %d: give 1 (one write at a time) to 64", c.ACLWriters))
 	}
+	if c.SlotDuration > rollout.MaxDuration {
+		errs = append(errs, fmt.Errorf("Config.SlotDuration %v: a slot is renewed at least every %v (the lease-policy refuses longer Leases); give less", c.SlotDuration, rollout.MaxDuration))
+	}
 	if c.SlotDuration != 0 && c.SlotDuration < 3*time.Second {
 		errs = append(errs, fmt.Errorf("Config.SlotDuration %v: a Lease counts whole seconds and is renewed every third of it; give 3s or more", c.SlotDuration))
 	}

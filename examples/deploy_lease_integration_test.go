@@ -90,6 +90,27 @@ func TestDeployLeaseOwnSlotOnly(t *testing.T) {
 	probes = append(probes, own)
 	denied("an agent token bound to no node creates a slot", "token bound to its node", err)
 
+	long := kubetest.UniqueName(rollout.NamePrefix + "hour")
+	hour := lease(long, nodeA)
+	hour.Spec.LeaseDurationSeconds = ptr.To(int32(3600))
+	_, err = agentA.Create(ctx, hour, metav1.CreateOptions{})
+	probes = append(probes, long)
+	denied("agent of A takes a slot for an hour", "leaseDurationSeconds from 1 to 300", err)
+	held, err = adminCS.CoordinationV1().Leases(deployNamespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.Spec.LeaseDurationSeconds = ptr.To(int32(301))
+	_, err = agentA.Update(ctx, held, metav1.UpdateOptions{})
+	denied("agent of A renews its slot for 301 s", "every 5 minutes), not 301", err)
+	five := kubetest.UniqueName(rollout.NamePrefix + "five")
+	ok5 := lease(five, nodeA)
+	ok5.Spec.LeaseDurationSeconds = ptr.To(int32(300))
+	if _, err = agentA.Create(ctx, ok5, metav1.CreateOptions{}); err != nil {
+		t.Errorf("agent of A takes a slot for 300 s: %v", err)
+	}
+	probes = append(probes, five)
+
 	if err := slots.Release(ctx); err != nil {
 		t.Errorf("agent of A releases its slot: %v", err)
 	}
