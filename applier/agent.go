@@ -64,6 +64,9 @@ type Config struct {
 	// Reachable says whether the API server answers now; with Kube it
 	// enables the collection of leaked pod endpoints (GC.Reachable).
 	Reachable func(context.Context) bool
+	// APIProbe is how often Reachable is asked, to say an outage of the
+	// API server (DefaultAPIProbe when zero).
+	APIProbe time.Duration
 	// Listen is the address of /healthz, /readyz, /metrics and /status
 	// (--listen; default 127.0.0.1:9180).
 	Listen string
@@ -212,6 +215,9 @@ type AgentStatus struct {
 	Planned    string   `json:"planSource,omitempty"`
 	Reject     string   `json:"rejected,omitempty"` // the last plan refused, why
 	Signer     string   `json:"signedBy,omitempty"` // the trusted key that signed the plan in force
+	// APIServerUnreachableSince is when the API server stopped answering
+	// the agent's probe; nil while it answers.
+	APIServerUnreachableSince *time.Time `json:"apiServerUnreachableSince,omitempty"`
 }
 
 // Agent is the node agent's service: it takes verified plans from its
@@ -224,6 +230,7 @@ type Agent struct {
 	r     *Reconciler
 	loop  *Loop
 	slots *slotGate
+	api   *apiWatch // nil without a cluster
 	reg   *prometheus.Registry
 	// clusters makes each pass's Cluster (passes run one at a time).
 	clusters ClusterCache
@@ -258,6 +265,9 @@ func NewAgent(cfg Config) (*Agent, error) {
 			a.slots.leases, a.slots.nodes = cfg.Leases, k.Nodes
 			a.slots.slots = &rollout.Slots{Leases: cfg.Leases, Namespace: cfg.RolloutNamespace, Holder: cfg.Node, Duration: cfg.SlotDuration}
 		}
+	}
+	if cfg.Kube != nil && cfg.Reachable != nil {
+		a.api = newAPIWatch(a)
 	}
 	a.r = &Reconciler{HNS: cfg.HNS, Metrics: NewMetrics(reg), Log: cfg.Log, ACLWriters: cfg.ACLWriters,
 		Owned: statedir.Record(cfg.StateDir), Echo: statedir.Baseline(cfg.StateDir), Replacer: a.replacer()}
