@@ -27,18 +27,21 @@ import (
 // (maxUnavailable 1) and stalls the rollout twice, each time visible in
 // rollout status (halted, the status the CLI exits 4 on) and ended by
 // rollout resume:
+//
 //   - node 0's drain is blocked by a PodDisruptionBudget past
 //     --drain-timeout: its agent stays blocked from the drain's start at
 //     every later pass (never replacing again), and status says so;
+//
 //   - node 0's agent then dies holding its slot, cordoned: once the slot
 //     is unrenewed past twice its duration, status shows it abandoned;
 //     the slot expires, but no other agent takes a slot while node 0 is
 //     cordoned by hnsplan with none (it counts against maxUnavailable,
 //     and their wait names it);
+//
 //   - resume frees the slot and lets go of node 0; the others converge,
 //     never two cordoned by hnsplan at once besides node 0.
 //
-//	go test -tags integration -run RolloutStalledAgents ./applier/
+//     go test -tags integration -run RolloutStalledAgents ./applier/
 func TestRolloutStalledAgents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
