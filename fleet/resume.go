@@ -153,10 +153,8 @@ func freedNode(opts ResumeOptions, ev nodeEvents, r NodeRollout, freed []string,
 	switch {
 	case kind == StallStranded && letGo:
 		fmt.Fprintf(opts.Out, "node %s: held no rollout slot (its agent is gone in the middle of a replace)%s\n", r.Node, letGoMsg)
-		return
 	case len(freed) == 0 && letGo:
 		fmt.Fprintf(opts.Out, "node %s: its slot is gone already%s\n", r.Node, letGoMsg)
-		return
 	case len(freed) == 0:
 		fmt.Fprintf(opts.Out, "node %s: its slot is gone already (released, or taken over after it expired)\n", r.Node)
 		return
@@ -171,8 +169,15 @@ func freedNode(opts ResumeOptions, ev nodeEvents, r NodeRollout, freed []string,
 		fmt.Fprintf(opts.ErrOut, "hnsplan: node %s: no Node object, so no %s Event was recorded\n", r.Node, ReasonRolloutResumed)
 		return
 	}
-	msg := fmt.Sprintf("hnsplan rollout resume freed rollout slot %s (state %s); the rollout goes on without this node. Fix it, then run hnsplan-agent replace --retry on it",
-		strings.Join(freed, ", "), was)
+	what := "let go of this node, cordoned by hnsplan's agent with no rollout slot (it no longer counts against maxUnavailable)"
+	if len(freed) > 0 {
+		what = "freed rollout slot " + strings.Join(freed, ", ")
+		if letGo {
+			what += " and let go of this node's cordon"
+		}
+	}
+	msg := fmt.Sprintf("hnsplan rollout resume %s (state %s); the rollout goes on without this node. Fix it, then run hnsplan-agent replace --retry on it",
+		what, was)
 	if err := ev.Event(r, corev1.EventTypeNormal, ReasonRolloutResumed, msg); err != nil {
 		// The slot is freed either way; the Event only records it.
 		fmt.Fprintf(opts.ErrOut, "hnsplan: node %s: the slot is freed, but the %s Event could not be recorded: %v\n", r.Node, ReasonRolloutResumed, err)

@@ -90,6 +90,10 @@ func TestRolloutStalls(t *testing.T) {
 		t.Errorf("resume of a stranded node:\n%s", out)
 	}
 	f.run(0, "rollout", "status")
+	events, err := f.cs.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + f.c})
+	if err != nil || len(events.Items) != 1 || !strings.Contains(events.Items[0].Message, "let go of this node, cordoned by hnsplan's agent with no rollout slot") {
+		t.Errorf("events on %s: %+v, %v", f.c, events, err)
+	}
 }
 
 // cordonByAgent cordons node as its agent does: unschedulable, with the
