@@ -65,6 +65,9 @@ type Config struct {
 	// Reachable says whether the API server answers now; with Kube it
 	// enables the collection of leaked pod endpoints (GC.Reachable).
 	Reachable func(context.Context) bool
+	// APIProbe is how often Reachable is asked, to say an outage of the
+	// API server (DefaultAPIProbe when zero).
+	APIProbe time.Duration
 	// Listen is the address of /healthz, /readyz, /metrics and /status
 	// (--listen; default 127.0.0.1:9180).
 	Listen string
@@ -182,6 +185,9 @@ func (c Config) Validate() error {
 	if c.ACLWriters < 0 || c.ACLWriters > 64 {
 		errs = append(errs, fmt.Errorf("--acl-writers %d: give 1 (one write at a time) to 64", c.ACLWriters))
 	}
+	if c.SlotDuration > rollout.MaxDuration {
+		errs = append(errs, fmt.Errorf("Config.SlotDuration %v: a slot is renewed at least every %v (the lease-policy refuses longer Leases); give less", c.SlotDuration, rollout.MaxDuration))
+	}
 	if c.SlotDuration != 0 && c.SlotDuration < 3*time.Second {
 		errs = append(errs, fmt.Errorf("Config.SlotDuration %v: a Lease counts whole seconds and is renewed every third of it; give 3s or more", c.SlotDuration))
 	}
@@ -246,6 +252,9 @@ type AgentStatus struct {
 
 	// Audit is the HNS audit of the last pass's snapshot (applier/audit).
 	Audit *audit.Report `json:"audit,omitempty"`
+	// APIServerUnreachableSince is when the API server stopped answering
+	// the agent's probe; nil while it answers.
+	APIServerUnreachableSince *time.Time `json:"apiServerUnreachableSince,omitempty"`
 }
 
 // Agent is the node agent's service: it takes verified plans from its
@@ -260,6 +269,7 @@ type Agent struct {
 	slots *slotGate
 	build *buildWatch
 	ctl   *controlGate
+	api   *apiWatch // nil without a cluster
 	reg   *prometheus.Registry
 	// clusters makes each pass's Cluster (passes run one at a time).
 	clusters ClusterCache
@@ -306,6 +316,9 @@ func NewAgent(cfg Config) (*Agent, error) {
 			a.slots.slots = &rollout.Slots{Leases: cfg.Leases, Namespace: cfg.RolloutNamespace, Holder: cfg.Node, Duration: cfg.SlotDuration}
 		}
 	}
+	if cfg.Kube != nil && cfg.Reachable != nil {
+		a.api = newAPIWatch(a)
+	}
 	a.r = &Reconciler{HNS: cfg.HNS, Metrics: NewMetrics(reg), Log: cfg.Log, ACLWriters: cfg.ACLWriters,
 		Owned: statedir.Record(cfg.StateDir), Echo: statedir.Baseline(cfg.StateDir), Replacer: a.replacer(), KeepSnapshot: true}
 	if cfg.Kube != nil {
@@ -326,7 +339,7 @@ func (a *Agent) Status() AgentStatus {
 // steps are reported as they happen.
 func (a *Agent) replacer() *DrainReplacer {
 	drainer := a.drainer()
-	return &DrainReplacer{Admit: a.slots.Admit, Done: a.slots.Done, Base: replace.Config{
+	return &DrainReplacer{Admit: a.slots.Admit, Done: a.slots.Done, Retried: a.slots.Retried, Base: replace.Config{
 		HNS: a.cfg.HNS, Drainer: drainer, HostRoutes: a.cfg.HostRoutes,
 		JournalPath:  filepath.Join(a.cfg.StateDir, statedir.JournalFile),
 		ConfirmPath:  filepath.Join(a.cfg.StateDir, statedir.ConfirmFile),

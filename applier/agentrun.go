@@ -1,6 +1,7 @@
 package applier
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"path/filepath"
@@ -73,6 +74,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer srv.Close()
 	a.cfg.Log.Info("hnsplan-agent running", "node", a.cfg.Node, "plan", a.cfg.PlansFrom, "hns", a.cfg.HNSName, "listen", srv.Addr, "cluster", a.cfg.Kube != nil)
 
+	if a.api != nil {
+		goFn(func() { a.api.run(ctx, cmp.Or(a.cfg.APIProbe, DefaultAPIProbe)) })
+	}
 	goFn(func() { a.loop.Run(ctx) })
 	goFn(func() { a.pollEndpoints(ctx) })
 	select {

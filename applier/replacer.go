@@ -21,6 +21,9 @@ type DrainReplacer struct {
 	// blocked or in error keeps its slot: the rollout halts on it.
 	Admit func(ctx context.Context, p *plan.NodePlan, a replace.Admission) (kube.NodeState, string, error)
 	Done  func(ctx context.Context)
+	// Retried, if set, is the replace's RestartDrain: the operator's
+	// --retry gives a blocked drain a new timeout.
+	Retried func() bool
 	// Confirmed says the operator asked for this replace by running it
 	// (apply --once): it drains and recreates whatever the plan's
 	// replacement mode.
@@ -43,6 +46,7 @@ func (d *DrainReplacer) Replace(ctx context.Context, p *plan.NodePlan, want *hns
 			return d.Admit(ctx, p, a)
 		}
 	}
+	cfg.RestartDrain = d.Retried
 	res, err := replace.Run(ctx, cfg)
 	if err == nil && res.State == kube.StateConverged && d.Done != nil {
 		d.Done(ctx)

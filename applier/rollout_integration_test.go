@@ -29,6 +29,7 @@ import (
 	"github.com/hnsplan/hnsplan/applier/rollout"
 	"github.com/hnsplan/hnsplan/applier/statedir"
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/fleet"
 	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
@@ -57,6 +58,7 @@ type rolloutNode struct {
 	src      chanSource
 	pod      string
 	endpoint string
+	stop     context.CancelFunc // stops this node's agent alone, as if it died
 }
 
 // rolloutRig is five agents of one test run against the real API server,
@@ -150,8 +152,10 @@ func (r *rolloutRig) start(drainTimeout time.Duration, hnsOf func(*rolloutNode) 
 		if err != nil {
 			t.Fatal(err)
 		}
+		nodeCtx, stopNode := context.WithCancel(runCtx)
+		n.stop = stopNode
 		r.wg.Go(func() {
-			if err := a.Run(runCtx); err != nil {
+			if err := a.Run(nodeCtx); err != nil {
 				t.Errorf("agent %s: %v", n.name, err)
 			}
 		})
@@ -242,11 +246,14 @@ func fiveAgents(t *testing.T, mu string) {
 	// From here node 0 stays cordoned without a slot, as the operator
 	// chose: the bound is on the others.
 	tl.exclude(nodes[0].name, true)
-	freed, err := rollout.Free(ctx, cs.CoordinationV1(), ns, nodes[0].name)
-	if err != nil || len(freed) != 1 {
-		t.Fatalf("Free: %v, %v", freed, err)
+	// It frees the slot and lets go of the node's cordon: cordoned with no
+	// slot and not let go of, node 0 would count against maxUnavailable.
+	var out strings.Builder
+	if err := fleet.Resume(ctx, cs, fleet.ResumeOptions{Namespace: ns, Nodes: []string{nodes[0].name}, Out: &out, ErrOut: &out}); err != nil ||
+		!strings.Contains(out.String(), "freed 1 rollout slot of 1 node") {
+		t.Fatalf("resume: %v\n%s", err, out.String())
 	}
-	tl.note("test: rollout.Free(%s) freed %v (hnsplan rollout resume)", nodes[0].name, freed)
+	tl.note("test: hnsplan rollout resume %s: %s", nodes[0].name, strings.TrimSpace(out.String()))
 	for _, n := range nodes[1:] {
 		waitState(t, ctx, cs, n.name, moved.Digest, kube.StateConverged)
 	}

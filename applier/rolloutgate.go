@@ -71,6 +71,9 @@ type slotGate struct {
 	// why is what the last Admit waited for, "" when it let the replace
 	// go on; said is the last one announced by an Event.
 	why, said string
+	// retried says the last Admit took an operator's --retry; the
+	// replace asks it once (RestartDrain).
+	retried bool
 }
 
 // slotRecord is the SlotFile.
@@ -189,12 +192,22 @@ func (g *slotGate) Admit(ctx context.Context, p *plan.NodePlan, a replace.Admiss
 	return st, why, err
 }
 
+// Retried is replace.Config.RestartDrain: whether the last Admit took an
+// operator's --retry, which gives a blocked drain a new timeout. It says
+// so once.
+func (g *slotGate) Retried() bool {
+	r := g.retried
+	g.retried = false
+	return r
+}
+
 // waiting is why the last Admit held the replace back, "" if it did not.
 func (g *slotGate) waiting() string { return g.why }
 
 func (g *slotGate) admit(ctx context.Context, p *plan.NodePlan, a replace.Admission) (kube.NodeState, string, error) {
 	rec := g.load()
 	retry := g.takeRequest(statedir.RetryFile, p.Digest)
+	g.retried = retry
 	if rec.Halted != "" && (rec.Plan != p.Digest || retry) {
 		if retry {
 			g.log.Info("the operator retries the replace", "plan", p.Digest, "halted", rec.Halted)
@@ -243,11 +256,20 @@ func (g *slotGate) admit(ctx context.Context, p *plan.NodePlan, a replace.Admiss
 	}
 	nodes := g.nodes()
 	windows := 0
+	winNodes, stranded := map[string]bool{}, []string(nil)
 	for _, n := range nodes {
 		if n.Labels[WindowsLabel] == "windows" {
 			windows++
+			winNodes[n.Name] = true
+			if n.Name != g.slots.Holder && kube.Stranded(n.Unschedulable, n.Annotations) {
+				stranded = append(stranded, n.Name)
+			}
 		}
 	}
+	if len(nodes) > 0 {
+		g.slots.Windows = winNodes
+	}
+	g.slots.Stranded = stranded
 	max, err := p.Rollout.Slots(windows)
 	if err != nil {
 		return "", "", fmt.Errorf("plan %s: %w", p.Digest, err)
@@ -277,7 +299,7 @@ func (g *slotGate) admit(ctx context.Context, p *plan.NodePlan, a replace.Admiss
 		return "", "", err
 	}
 	if !ok {
-		return kube.StateRolloutWaiting, g.busy(ctx, max), nil
+		return kube.StateRolloutWaiting, g.busy(ctx, max, stranded), nil
 	}
 	if rec.Slot != name || rec.Plan != p.Digest {
 		if err := g.save(slotRecord{Slot: name, Plan: p.Digest}); err != nil {
@@ -310,17 +332,22 @@ func (g *slotGate) stillHeld(ctx context.Context, name string) (bool, error) {
 	return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == g.slots.Holder, nil
 }
 
-// busy says who holds the slots, for a node that waits for one.
-func (g *slotGate) busy(ctx context.Context, max int) string {
+// busy says who holds the slots, and which nodes count against max
+// without one, for a node that waits for a slot.
+func (g *slotGate) busy(ctx context.Context, max int, stranded []string) string {
+	also := ""
+	if len(stranded) > 0 {
+		also = fmt.Sprintf("; cordoned by hnsplan's agent with no live slot, so counted: %s (hnsplan rollout status says how to let go of them)", strings.Join(stranded, ", "))
+	}
 	held, err := rollout.Status(ctx, g.leases, g.slots.Namespace)
 	if err != nil {
-		return fmt.Sprintf("waiting for a rollout slot (at most %d nodes replace at once)", max)
+		return fmt.Sprintf("waiting for a rollout slot (at most %d nodes replace at once%s)", max, also)
 	}
 	var who []string
 	for _, s := range held {
 		who = append(who, s.Name+" by "+s.Holder)
 	}
-	return fmt.Sprintf("waiting for a rollout slot (at most %d nodes replace at once; held: %s)", max, cmp.Or(strings.Join(who, ", "), "none"))
+	return fmt.Sprintf("waiting for a rollout slot (at most %d nodes replace at once; held: %s%s)", max, cmp.Or(strings.Join(who, ", "), "none"), also)
 }
 
 // inRollout are the states of a node that is in the rollout: waiting for

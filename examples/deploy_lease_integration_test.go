@@ -90,6 +90,65 @@ func TestDeployLeaseOwnSlotOnly(t *testing.T) {
 	probes = append(probes, own)
 	denied("an agent token bound to no node creates a slot", "token bound to its node", err)
 
+	// (The policy may have just changed: wait for its duration rule.)
+	waitForPolicy(t, "lease policy", "leaseDurationSeconds from 1 to 300", func() error {
+		long := kubetest.UniqueName(rollout.NamePrefix + "hour")
+		hour := lease(long, nodeA)
+		hour.Spec.LeaseDurationSeconds = ptr.To(int32(3600))
+		probes = append(probes, long)
+		_, err := agentA.Create(ctx, hour, metav1.CreateOptions{})
+		return err
+	})
+	held, err = adminCS.CoordinationV1().Leases(deployNamespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.Spec.LeaseDurationSeconds = ptr.To(int32(301))
+	_, err = agentA.Update(ctx, held, metav1.UpdateOptions{})
+	denied("agent of A renews its slot for 301 s", "every 5 minutes), not 301", err)
+	five := kubetest.UniqueName(rollout.NamePrefix + "five")
+	ok5 := lease(five, nodeA)
+	ok5.Spec.LeaseDurationSeconds = ptr.To(int32(300))
+	if _, err = agentA.Create(ctx, ok5, metav1.CreateOptions{}); err != nil {
+		t.Errorf("agent of A takes a slot for 300 s: %v", err)
+	}
+	probes = append(probes, five)
+	if err := adminCS.CoordinationV1().Leases(deployNamespace).Delete(ctx, five, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A slot squatted by hand for a name that is no node, for an hour:
+	// A's agent, with its node token, takes it over once it has stayed
+	// unrenewed for a minute by A's clock.
+	if err := slots.Release(ctx); err != nil { // A holds no other slot
+		t.Fatal(err)
+	}
+	squat := rollout.NamePrefix + "0" // the slot the taker's Max of 1 allows
+	sq := lease(squat, "intruder")
+	sq.Labels[rollout.SlotLabel] = "0"
+	sq.Spec.LeaseDurationSeconds = ptr.To(int32(3600))
+	if _, err := adminCS.CoordinationV1().Leases(deployNamespace).Create(ctx, sq, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	probes = append(probes, squat)
+	clock := time.Now()
+	taker := &rollout.Slots{Leases: kubetest.Client(t, agentConfig(admin, nodeA)).CoordinationV1(), Namespace: deployNamespace,
+		Holder: nodeA, Max: 1, Duration: 5 * time.Second, Windows: map[string]bool{nodeA: true, nodeB: true},
+		Now: func() time.Time { return clock }}
+	if got, ok, err := taker.Acquire(ctx); err != nil || ok {
+		t.Fatalf("agent of A with a squatted slot: %q %v %v; want it to wait a minute first", got, ok, err)
+	}
+	clock = clock.Add(rollout.SquatAfter + time.Second)
+	got, ok, err := taker.Acquire(ctx)
+	if err != nil || !ok || got != squat {
+		t.Fatalf("agent of A after a minute: %q %v %v; want the squatted slot %s", got, ok, err, squat)
+	}
+	if l, err := adminCS.CoordinationV1().Leases(deployNamespace).Get(ctx, squat, metav1.GetOptions{}); err != nil ||
+		*l.Spec.HolderIdentity != nodeA || *l.Spec.LeaseDurationSeconds != 5 {
+		t.Errorf("the squatted slot after the takeover: %+v, %v", l.Spec, err)
+	}
+	slots = taker
+
 	if err := slots.Release(ctx); err != nil {
 		t.Errorf("agent of A releases its slot: %v", err)
 	}

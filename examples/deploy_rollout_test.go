@@ -44,6 +44,15 @@ func TestDeployRolloutRBAC(t *testing.T) {
 	if len(r.Rules) != 1 || !slices.Equal(r.Rules[0].Resources, []string{"leases"}) || !slices.Contains(r.Rules[0].Verbs, "delete") {
 		t.Errorf("Role hnsplan-rollout-resume: %+v, want the deletion of leases only", r.Rules)
 	}
+	if cr := s.clusterRoles["hnsplan-rollout-resume-nodes"]; cr == nil || len(cr.Rules) != 1 ||
+		!slices.Equal(cr.Rules[0].Resources, []string{"nodes"}) || !slices.Equal(cr.Rules[0].Verbs, []string{"patch"}) {
+		t.Errorf("ClusterRole hnsplan-rollout-resume-nodes: %+v, want the patch of nodes only (resume's let-go)", cr)
+	}
+	for _, b := range s.crbs {
+		if b.RoleRef.Name == "hnsplan-rollout-resume-nodes" {
+			t.Errorf("ClusterRoleBinding %s binds hnsplan-rollout-resume-nodes: the operator binds it", b.Name)
+		}
+	}
 	for _, b := range s.rbs {
 		if b.RoleRef.Name == "hnsplan-rollout-resume" {
 			t.Errorf("RoleBinding %s binds hnsplan-rollout-resume: the base grants resume to no one; the operator binds it", b.Name)

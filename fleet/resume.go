@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/rollout"
 )
 
@@ -64,17 +66,49 @@ func Resume(ctx context.Context, cs kubernetes.Interface, opts ResumeOptions) er
 		return err
 	}
 	ev := nodeEvents{cs: cs}
-	freedSlots := 0
+	freedSlots, letGo := 0, 0
 	for _, r := range todo {
-		freed, err := rollout.Free(ctx, cs.CoordinationV1(), opts.Namespace, r.Node)
+		var freed []string
+		if r.Slot != "" {
+			if freed, err = rollout.Free(ctx, cs.CoordinationV1(), opts.Namespace, r.Node); err != nil {
+				return APIError(opts.Host, err)
+			}
+		}
+		freedSlots += len(freed)
+		let, err := letGoOf(ctx, cs, r)
 		if err != nil {
 			return APIError(opts.Host, err)
 		}
-		freedSlots += len(freed)
-		freedNode(opts, ev, r, freed)
+		if let {
+			letGo++
+		}
+		freedNode(opts, ev, r, freed, let)
 	}
-	_, err = fmt.Fprintf(opts.Out, "freed %s of %s in %s\n", plural(freedSlots, "rollout slot"), plural(len(todo), "node"), opts.Namespace)
+	msg := fmt.Sprintf("freed %s of %s in %s", plural(freedSlots, "rollout slot"), plural(len(todo), "node"), opts.Namespace)
+	if letGo > 0 {
+		msg += fmt.Sprintf("; let go of %s cordoned by hnsplan's agent", plural(letGo, "node"))
+	}
+	_, err = fmt.Fprintln(opts.Out, msg)
 	return err
+}
+
+// letGoOf records on r's Node that an operator let go of it
+// (kube.AnnotationLetGo), when it is cordoned by hnsplan's agent: without
+// a slot, it would count against maxUnavailable as stranded. It says
+// whether it did.
+func letGoOf(ctx context.Context, cs kubernetes.Interface, r NodeRollout) (bool, error) {
+	if r.NoNode || !kube.Stranded(r.facts.unschedulable, r.facts.annotations) {
+		return false, nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		kube.AnnotationLetGo: time.Now().UTC().Format(time.RFC3339)}}})
+	if err != nil {
+		return false, err
+	}
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, r.Node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return false, fmt.Errorf("let go of node %s (annotate %s): %w", r.Node, kube.AnnotationLetGo, err)
+	}
+	return true, nil
 }
 
 // toResume is the rows whose slots Resume frees: the halted ones
@@ -104,8 +138,8 @@ func toResume(st *Status, opts ResumeOptions) ([]NodeRollout, error) {
 		switch {
 		case ok && heldNote(r) != "":
 			errs = append(errs, errors.New(heldNote(r)))
-		case !ok || r.Slot == "":
-			errs = append(errs, fmt.Errorf("node %s holds no rollout slot in %s: nothing to free (hnsplan rollout status lists the holders)", n, opts.Namespace))
+		case !ok || (r.Slot == "" && r.Stall == nil):
+			errs = append(errs, fmt.Errorf("node %s holds no rollout slot in %s and is not stranded: nothing to free (hnsplan rollout status lists the holders)", n, opts.Namespace))
 		case r.Phase != PhaseHalted && !opts.Force:
 			errs = append(errs, fmt.Errorf("node %s is not halted: it holds %s in state %s, so its replace is under way; wait for it, or give --force to free its slot anyway", n, r.Slot, TableCell(r.State, 32)))
 		default:
@@ -118,23 +152,46 @@ func toResume(st *Status, opts ResumeOptions) ([]NodeRollout, error) {
 	return todo, nil
 }
 
-// freedNode reports the slots freed of r's node and records its Event.
-func freedNode(opts ResumeOptions, ev nodeEvents, r NodeRollout, freed []string) {
+// freedNode reports what was freed of r's node, true to its stall, and
+// records its Event.
+func freedNode(opts ResumeOptions, ev nodeEvents, r NodeRollout, freed []string, letGo bool) {
 	was := TableCell(r.State, 32)
 	if r.LastError != "" {
 		was += ": " + TableCell(r.LastError, 200)
 	}
-	if len(freed) == 0 {
+	const letGoMsg = "; let go of its cordon by hnsplan's agent: it no longer counts against maxUnavailable, and stays cordoned until its agent finishes its replace or you uncordon it"
+	kind := ""
+	if r.Stall != nil {
+		kind = r.Stall.Kind
+	}
+	switch {
+	case kind == StallStranded && letGo:
+		fmt.Fprintf(opts.Out, "node %s: held no rollout slot (its agent is gone in the middle of a replace)%s\n", r.Node, letGoMsg)
+	case len(freed) == 0 && letGo:
+		fmt.Fprintf(opts.Out, "node %s: its slot is gone already%s\n", r.Node, letGoMsg)
+	case len(freed) == 0:
 		fmt.Fprintf(opts.Out, "node %s: its slot is gone already (released, or taken over after it expired)\n", r.Node)
 		return
+	case kind == StallForeignHolder:
+		fmt.Fprintf(opts.Out, "node %s: freed %s, held by a name that is no Windows node (no agent would ever release it)\n", r.Node, strings.Join(freed, ", "))
+	case kind == StallAbandoned:
+		fmt.Fprintf(opts.Out, "node %s: freed %s, which its agent had stopped renewing (was %s)%s\n", r.Node, strings.Join(freed, ", "), was, map[bool]string{true: letGoMsg}[letGo])
+	default:
+		fmt.Fprintf(opts.Out, "node %s: freed %s (was %s)%s\n", r.Node, strings.Join(freed, ", "), was, map[bool]string{true: letGoMsg}[letGo])
 	}
-	fmt.Fprintf(opts.Out, "node %s: freed %s (was %s)\n", r.Node, strings.Join(freed, ", "), was)
 	if r.NoNode {
 		fmt.Fprintf(opts.ErrOut, "hnsplan: node %s: no Node object, so no %s Event was recorded\n", r.Node, ReasonRolloutResumed)
 		return
 	}
-	msg := fmt.Sprintf("hnsplan rollout resume freed rollout slot %s (state %s); the rollout goes on without this node. Fix it, then run hnsplan-agent replace --retry on it",
-		strings.Join(freed, ", "), was)
+	what := "let go of this node, cordoned by hnsplan's agent with no rollout slot (it no longer counts against maxUnavailable)"
+	if len(freed) > 0 {
+		what = "freed rollout slot " + strings.Join(freed, ", ")
+		if letGo {
+			what += " and let go of this node's cordon"
+		}
+	}
+	msg := fmt.Sprintf("hnsplan rollout resume %s (state %s); the rollout goes on without this node. Fix it, then run hnsplan-agent replace --retry on it",
+		what, was)
 	if err := ev.Event(r, corev1.EventTypeNormal, ReasonRolloutResumed, msg); err != nil {
 		// The slot is freed either way; the Event only records it.
 		fmt.Fprintf(opts.ErrOut, "hnsplan: node %s: the slot is freed, but the %s Event could not be recorded: %v\n", r.Node, ReasonRolloutResumed, err)

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/rollout"
 )
 
@@ -36,8 +37,11 @@ type NodeRollout struct {
 	LastError string `json:"lastError"`            // the Node's hnsplan.io/last-error
 	Phase     string `json:"phase"`                // converged, pending or halted
 	NoNode    bool   `json:"nodeMissing,omitzero"` // the plan's Node does not exist
+	// Stall is why the node halts the rollout; nil unless Phase is halted.
+	Stall *Stall `json:"stall,omitempty"`
 
-	uid string // the Node's UID, for resume's Event
+	uid   string     // the Node's UID, for resume's Event
+	facts stallFacts // what the stall checks read
 }
 
 // SlotRollout is one rollout slot Lease.
@@ -72,24 +76,14 @@ func (s *Status) Done() bool {
 	return s.Summary.Pending == 0 && s.Summary.Halted == 0 && s.Summary.Suspended == 0
 }
 
-// haltsRollout is the definition of a halt (docs/operations.md, "Rollout
-// status"): a node halts the rollout when it holds a slot and its state is
-// blocked or error, or its last error is set and its state is not
-// replacing (a replace under way retries its own errors).
-func haltsRollout(slot, state, lastError string) bool {
-	if state == StateRolloutHeld {
-		return true // a replace held for its Windows build: no slot, but no progress without an operator
-	}
-	if slot == "" {
-		return false
-	}
-	return state == "blocked" || state == "error" || (lastError != "" && state != "replacing")
+// Gather reads the plan ConfigMaps and slot Leases of namespace and the
+// Nodes, and joins them per node: every node with a plan ConfigMap, every
+// slot holder, and every node cordoned by hnsplan's agent.
+func Gather(ctx context.Context, cs kubernetes.Interface, namespace string) (*Status, error) {
+	return gather(ctx, cs, namespace, time.Now())
 }
 
-// Gather reads the plan ConfigMaps and slot Leases of namespace and the
-// Nodes, and joins them per node: every node with a plan ConfigMap, and
-// every slot holder.
-func Gather(ctx context.Context, cs kubernetes.Interface, namespace string) (*Status, error) {
+func gather(ctx context.Context, cs kubernetes.Interface, namespace string, now time.Time) (*Status, error) {
 	cms, err := cs.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelManagedBy + "=hnsplan"})
 	if err != nil {
 		return nil, fmt.Errorf("list the plan ConfigMaps in %s: %w", namespace, err)
@@ -120,22 +114,34 @@ func Gather(ctx context.Context, cs kubernetes.Interface, namespace string) (*St
 		row(node).Published = cm.Annotations[AnnotationDigest]
 	}
 	for _, sl := range slots {
-		st.Slots = append(st.Slots, SlotRollout{Name: sl.Name, Holder: sl.Holder, Acquired: sl.Acquired.UTC(), Renewed: sl.Renewed.UTC(), Seconds: int(sl.Duration / time.Second)})
+		s := SlotRollout{Name: sl.Name, Holder: sl.Holder, Acquired: utc(sl.Acquired), Renewed: utc(sl.Renewed), Seconds: int(sl.Duration / time.Second)}
+		st.Slots = append(st.Slots, s)
 		if sl.Holder != "" {
 			r := row(sl.Holder)
 			if r.Slot != "" {
 				r.Slot += ","
 			}
 			r.Slot += sl.Name
+			r.facts.slots = append(r.facts.slots, s)
 		}
 	}
 	for _, n := range nodes.Items {
 		r, ok := rows[n.Name]
-		if !ok {
+		if !ok && !kube.Stranded(n.Spec.Unschedulable, n.Annotations) {
 			continue
+		}
+		if !ok {
+			r = row(n.Name)
 		}
 		r.NoNode, r.uid = false, string(n.UID)
 		r.State, r.Applied, r.LastError = n.Annotations[AnnotationState], n.Annotations[AnnotationApplied], n.Annotations[AnnotationLastError]
+		r.facts.windows, r.facts.unschedulable, r.facts.annotations = windowsNode(n.Labels), n.Spec.Unschedulable, n.Annotations
+	}
+	for _, r := range rows {
+		r.facts.now = now
+		if r.NoNode {
+			r.facts.windows = false
+		}
 	}
 	st.phases(rows)
 	return st, nil
@@ -144,11 +150,12 @@ func Gather(ctx context.Context, cs kubernetes.Interface, namespace string) (*St
 // phases gives each row its phase, counts them, and lists them by name.
 func (st *Status) phases(rows map[string]*NodeRollout) {
 	for _, r := range rows {
+		r.Stall = st.stallOf(r, r.facts)
 		switch {
 		case r.State == StateSuspended:
 			r.Phase = PhaseSuspended
 			st.Summary.Suspended++
-		case haltsRollout(r.Slot, r.State, r.LastError):
+		case r.Stall != nil:
 			r.Phase = PhaseHalted
 			st.Summary.Halted++
 		case r.Published != "" && r.Applied == r.Published && r.State == "converged" && r.Slot == "":
@@ -195,11 +202,10 @@ func (st *Status) Write(w io.Writer, format string) error {
 		st.Summary.Converged, st.Summary.Pending, st.Summary.Halted, suspendedCount(st), plural(held, "rollout slot"))
 	writeSuspended(w, st)
 	for _, r := range st.Nodes {
-		if r.Phase == PhaseHalted && r.State == StateRolloutHeld {
-			fmt.Fprintf(w, "rollout held on %s: %s\n", r.Node, TableCell(r.LastError, 400))
-		} else if r.Phase == PhaseHalted {
-			fmt.Fprintf(w, "rollout halted by %s: it holds %s in state %s; fix the node and run hnsplan-agent replace --retry on it, or hnsplan rollout resume %s to go on without it\n",
-				r.Node, r.Slot, TableCell(r.State, 32), r.Node)
+		if r.Stall != nil && r.Stall.Kind == StallHeld {
+			fmt.Fprintf(w, "rollout held on %s: %s; %s\n", r.Node, r.Stall.Reason, r.Stall.Fix)
+		} else if r.Stall != nil {
+			fmt.Fprintf(w, "rollout halted by %s: %s; %s\n", r.Node, r.Stall.Reason, r.Stall.Fix)
 		}
 	}
 	return nil
@@ -216,6 +222,14 @@ func TableCell(s string, max int) string {
 		s = string(r[:max-1]) + "…"
 	}
 	return s
+}
+
+// utc is t in UTC, and the zero time as it is (omitted from JSON).
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return t.UTC()
 }
 
 // shortDigest is "sha256:" and the first 12 hex digits, as a table shows it.

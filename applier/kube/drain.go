@@ -41,7 +41,7 @@ func (c *Client) Cordon(ctx context.Context) error {
 		return c.patchNode(ctx, map[string]any{
 			"metadata": map[string]any{
 				"resourceVersion": n.ResourceVersion,
-				"annotations":     map[string]any{AnnotationCordoned: "true"},
+				"annotations":     map[string]any{AnnotationCordoned: "true", AnnotationLetGo: nil},
 			},
 			"spec": map[string]any{"unschedulable": true},
 		})
@@ -68,7 +68,7 @@ func (c *Client) Uncordon(ctx context.Context) error {
 		return c.patchNode(ctx, map[string]any{
 			"metadata": map[string]any{
 				"resourceVersion": n.ResourceVersion,
-				"annotations":     map[string]any{AnnotationCordoned: nil},
+				"annotations":     map[string]any{AnnotationCordoned: nil, AnnotationLetGo: nil},
 			},
 			"spec": map[string]any{"unschedulable": nil},
 		})

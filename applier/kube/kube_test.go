@@ -584,8 +584,10 @@ func countPatches(cs *fake.Clientset) int {
 // and every one listed is written: the list and the writes are one.
 func TestAgentAnnotations(t *testing.T) {
 	ctx := context.Background()
+	// An operator's let-go of the agent's cordon is there: the agent writes
+	// it only by removing it, with its next cordon.
 	cs, dyn := newFakes(t, []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "win-1",
-		Annotations: map[string]string{"other": "kept"}}}})
+		Annotations: map[string]string{"other": "kept", AnnotationLetGo: "operator"}}}})
 	c := New(cs, dyn, "win-1")
 	startSynced(t, c)
 	// Every field of Status set: a new field that writes an annotation
@@ -612,6 +614,9 @@ func TestAgentAnnotations(t *testing.T) {
 		if k != "other" {
 			wrote = append(wrote, k)
 		}
+	}
+	if _, ok := n.Annotations[AnnotationLetGo]; !ok {
+		wrote = append(wrote, AnnotationLetGo) // written by its removal
 	}
 	slices.Sort(wrote)
 	listed := slices.Sorted(slices.Values(AgentAnnotations))

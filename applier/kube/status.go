@@ -26,15 +26,33 @@ const (
 	// AnnotationAudit is the summary of the HNS audit (applier/audit), at
 	// most 1 KiB.
 	AnnotationAudit = "hnsplan.io/audit"
+	// AnnotationLetGo records that an operator let go of the agent's
+	// cordon (hnsplan rollout resume): the node, cordoned and holding no
+	// rollout slot, no longer counts against maxUnavailable. The agent
+	// removes it with its next cordon or uncordon.
+	AnnotationLetGo = "hnsplan.io/let-go"
 )
 
 // AgentAnnotations are every Node annotation the agent writes: its
-// status (SetStatus), its cordon marker and the VXLAN tunnel for Calico's
-// Linux nodes (PublishTunnel). deploy/node-patch-policy.yaml admits
-// exactly these (examples/deploy_test.go), and a test here holds every
-// write to them.
+// status (SetStatus), its cordon marker and the operator's let-go of it
+// (removed with its next cordon or uncordon), and the VXLAN tunnel for
+// Calico's Linux nodes (PublishTunnel). deploy/node-patch-policy.yaml
+// admits exactly these (examples/deploy_test.go), and a test here holds
+// every write to them.
 var AgentAnnotations = []string{AnnotationDigest, AnnotationRoutes, AnnotationState, AnnotationLastError, AnnotationReadbackMismatch,
-	AnnotationAudit, AnnotationCordoned, AnnotationTunnelAddr, AnnotationTunnelMAC}
+	AnnotationAudit, AnnotationCordoned, AnnotationLetGo, AnnotationTunnelAddr, AnnotationTunnelMAC}
+
+// Stranded says whether a node is left disrupted by hnsplan with no one
+// to finish it: cordoned by the agent (unschedulable, with its marker),
+// not let go of by an operator. Whether it still holds a live rollout
+// slot is the caller's to check: a node that does is in its replace, not
+// stranded. Such a node counts against maxUnavailable (its agent died,
+// or its slot was taken over after it expired).
+func Stranded(unschedulable bool, annotations map[string]string) bool {
+	_, agents := annotations[AnnotationCordoned]
+	_, letGo := annotations[AnnotationLetGo]
+	return unschedulable && agents && !letGo
+}
 
 // NodeState is the node's state as the agent reports it: the Node
 // annotation hnsplan.io/state, `state` in /status and the state label of

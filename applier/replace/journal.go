@@ -47,6 +47,12 @@ type Journal struct {
 	HostRoutesTaken bool      `json:"hostRoutesTaken,omitempty"`
 	StartedAt       time.Time `json:"startedAt"`
 	StepStartedAt   time.Time `json:"stepStartedAt"`
+	// DrainSince is when the drain began to be waited for (wait-drained
+	// first ran): its timeout runs from there, across passes and agent
+	// restarts, so a blocked drain stays blocked instead of waiting a new
+	// timeout at every pass. Zero until then, and again once an operator
+	// retries (Config.RestartDrain) or a pod comes back before the delete.
+	DrainSince time.Time `json:"drainSince,omitzero"`
 }
 
 // LoadJournal returns the replace in progress recorded at path, or nil if

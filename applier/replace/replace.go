@@ -102,8 +102,10 @@ const (
 
 // ErrBlocked says the drain did not end in time: pod endpoints remain
 // (an eviction refused by a PodDisruptionBudget, a pod that will not
-// terminate). Nothing was deleted; the journal stays at wait-drained, and
-// the next Run resumes waiting.
+// terminate). Nothing was deleted; the journal stays at wait-drained with
+// the drain's start (Journal.DrainSince), and the next Run evicts once
+// more and, if pods remain, is blocked again at once: the timeout is not
+// waited again until an operator retries (Config.RestartDrain).
 var ErrBlocked = errors.New("drain blocked")
 
 // Config is what a replace needs. HNS, Drainer, HostRoutes, Want and
@@ -157,6 +159,10 @@ type Config struct {
 	// returns that state, a nil error and no journal written. It is the
 	// agent's rollout slot (applier/rollout).
 	Admit func(ctx context.Context, a Admission) (wait kube.NodeState, why string, err error)
+	// RestartDrain, if set, is asked once a journalled replace is
+	// admitted: true (the operator's hnsplan-agent replace --retry) gives
+	// a drain blocked past DrainTimeout a new timeout from now.
+	RestartDrain func() bool
 
 	// OnState is called with each new state, OnEvent with each thing
 	// worth an Event on the Node. Both may be nil.
@@ -414,10 +420,18 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 			if wait, err := r.admit(ctx, Admission{Resumed: true, Have: j.Have, Want: j.Want}); wait != "" || err != nil {
 				return r.res, err
 			}
-			r.event(step, false, "resuming the replace of network %s (%s) at step %s", r.name, j.Reason, step)
+			if r.cfg.RestartDrain != nil && r.cfg.RestartDrain() && !j.DrainSince.IsZero() {
+				r.event(step, false, "the operator retries: the drain gets a new timeout of %s", cfg.DrainTimeout)
+				j.DrainSince = time.Time{}
+			}
+			if !r.drainOverdue() {
+				r.event(step, false, "resuming the replace of network %s (%s) at step %s", r.name, j.Reason, step)
+			}
 		}
 	}
-	r.setState(kube.StateReplacing)
+	// A drain already past its timeout stays blocked while it is looked
+	// at again: never replacing for a moment, which would hide the halt.
+	r.setState(map[bool]kube.NodeState{true: kube.StateBlocked, false: kube.StateReplacing}[r.drainOverdue()])
 
 	for step != "" {
 		if step != r.j.Step {
@@ -462,6 +476,13 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 	r.setState(kube.StateConverged)
 	r.event("", false, "network %s recreated (%s)", r.name, r.j.Reason)
 	return r.res, nil
+}
+
+// drainOverdue says the journalled replace waits for a drain that passed
+// its timeout already (an earlier pass, or an agent before a restart).
+func (r *runner) drainOverdue() bool {
+	return r.j != nil && r.j.Step == StepWaitDrained && !r.j.DrainSince.IsZero() &&
+		!r.cfg.Now().Before(r.j.DrainSince.Add(r.cfg.DrainTimeout))
 }
 
 // admit asks Config.Admit; a state to wait in is set and announced.
@@ -550,8 +571,22 @@ func names(eps []*hns.Endpoint) []string {
 // PodDisruptionBudget may be accepted later, as kubectl drain retries)
 // until no pod endpoint is on the network, or DrainTimeout passes.
 func (r *runner) waitDrained(ctx context.Context) error {
-	deadline := r.cfg.Now().Add(r.cfg.DrainTimeout)
+	if r.j.DrainSince.IsZero() {
+		r.j.DrainSince = r.cfg.Now()
+		if err := r.j.save(r.cfg.JournalPath); err != nil {
+			return fmt.Errorf("write the journal: %w", err)
+		}
+	}
+	deadline := r.j.DrainSince.Add(r.cfg.DrainTimeout)
 	var pending []string
+	if r.drainOverdue() {
+		// Blocked at an earlier pass: evict once more (a budget may allow
+		// it now), look once, and do not wait a new timeout.
+		var err error
+		if pending, err = r.cfg.Drainer.Evict(ctx); err != nil {
+			return fmt.Errorf("evict pods: %w", err)
+		}
+	}
 	for {
 		have, err := r.snapshot(ctx)
 		if err != nil {
@@ -564,8 +599,8 @@ func (r *runner) waitDrained(ctx context.Context) error {
 		}
 		if !r.cfg.Now().Before(deadline) {
 			r.res.Pending = append(slices.Clone(pending), names(pods)...)
-			return fmt.Errorf("%w: after %s, pod endpoints %s remain on network %s (pods not evicted: %s); nothing was deleted",
-				ErrBlocked, r.cfg.DrainTimeout, strings.Join(names(pods), ", "), r.old, orNone(pending))
+			return fmt.Errorf("%w since %s (--drain-timeout %s): pod endpoints %s remain on network %s (pods not evicted: %s); nothing was deleted",
+				ErrBlocked, r.j.DrainSince.UTC().Format(time.RFC3339), r.cfg.DrainTimeout, strings.Join(names(pods), ", "), r.old, orNone(pending))
 		}
 		if pending, err = r.cfg.Drainer.Evict(ctx); err != nil {
 			return fmt.Errorf("evict pods: %w", err)
@@ -637,6 +672,7 @@ func (r *runner) deleteNetwork(ctx context.Context) (Step, error) {
 	if pods, _ := r.podEndpoints(have); len(pods) > 0 {
 		r.event(StepDeleteNetwork, true, "pod endpoints %s are on network %s again: not deleting it; back to waiting for the drain",
 			strings.Join(names(pods), ", "), r.old)
+		r.j.DrainSince = time.Time{} // a new drain, with its own timeout
 		return StepWaitDrained, nil
 	}
 	// kube-proxy may have added remote endpoints since delete-endpoints.

@@ -773,3 +773,60 @@ func TestNetworkVanishedDuringDrain(t *testing.T) {
 	e.drainer.block("db-0_Calico", false)
 	e.assertConverged(e.run(e.cfg()))
 }
+
+// TestBlockedDrainStaysBlocked: a drain blocked past its timeout stays
+// blocked from its start, whatever runs it next (a later pass, an agent
+// restarted with a fresh runner): each Run evicts once more and reports
+// blocked at once, never replacing for a moment and never after a new
+// timeout. The operator's --retry (RestartDrain) gives a new timeout, and
+// a drain that ends meanwhile goes on.
+func TestBlockedDrainStaysBlocked(t *testing.T) {
+	e := newEnv(t)
+	e.drainer.block("db-0_Calico", true)
+	start := e.clock.Now()
+	if _, err := e.run(e.cfg()); !errors.Is(err, replace.ErrBlocked) {
+		t.Fatalf("first Run: %v", err)
+	}
+	j, err := replace.LoadJournal(e.journal())
+	if err != nil || j == nil || j.DrainSince.Before(start) || j.DrainSince.After(start.Add(time.Second)) {
+		t.Fatalf("journal %+v, %v: want drainSince at the drain's start %v", j, err, start)
+	}
+	since := j.DrainSince
+	for pass := range 3 { // later passes, each a fresh runner as after a restart
+		e.states = nil
+		evicts, before := e.drainer.evicts, e.clock.Now()
+		res, err := e.run(e.cfg())
+		if !errors.Is(err, replace.ErrBlocked) || res.State != kube.StateBlocked {
+			t.Fatalf("pass %d: Run = %+v, %v; want blocked", pass, res, err)
+		}
+		if waited := e.clock.Now().Sub(before); waited >= time.Minute {
+			t.Errorf("pass %d waited %v for a drain blocked since %v: want blocked at once", pass, waited, since)
+		}
+		if e.drainer.evicts == evicts {
+			t.Errorf("pass %d did not evict again", pass)
+		}
+		if slices.Contains(e.states, kube.StateReplacing) {
+			t.Errorf("pass %d reported states %v: replacing hides the halt", pass, e.states)
+		}
+		if !strings.Contains(err.Error(), "since "+since.UTC().Format(time.RFC3339)) {
+			t.Errorf("pass %d error %q does not say since when", pass, err)
+		}
+		e.clock.Sleep(context.Background(), 20*time.Second)
+	}
+	// --retry: a new timeout, waited in full.
+	cfg := e.cfg()
+	cfg.RestartDrain = func() bool { return true }
+	before := e.clock.Now()
+	if _, err := e.run(cfg); !errors.Is(err, replace.ErrBlocked) {
+		t.Fatalf("Run after --retry: %v", err)
+	}
+	if waited := e.clock.Now().Sub(before); waited < 5*time.Minute {
+		t.Errorf("after --retry the drain waited %v, want a new timeout of 5m", waited)
+	}
+	if j, _ := replace.LoadJournal(e.journal()); j == nil || !j.DrainSince.After(since) {
+		t.Errorf("journal after --retry: %+v; want a new drainSince", j)
+	}
+	// The budget allows it: the next pass goes on and converges.
+	e.drainer.block("db-0_Calico", false)
+	e.assertConverged(e.run(e.cfg()))
+}

@@ -46,9 +46,15 @@ const (
 	SlotLabel = "hnsplan.io/rollout-slot"
 	// DefaultDuration is how long a slot outlives its holder's last renewal.
 	DefaultDuration = 60 * time.Second
-	// maxDuration bounds a Lease's duration as read: a Lease written with a
-	// huge duration must not hold the rollout forever.
-	maxDuration = time.Hour
+	// MaxDuration bounds a Lease's duration as read, and the one an agent
+	// may write (the lease-policy refuses more): a Lease written with a
+	// huge duration must not hold the rollout for longer than 5 minutes
+	// between renewals.
+	MaxDuration = 5 * time.Minute
+	// SquatAfter is how long a slot held by a name that is no Windows node
+	// (Slots.Windows) must stay unrenewed, as the taker saw it, before it
+	// is taken over, whatever its duration: no agent will ever renew it.
+	SquatAfter = time.Minute
 )
 
 // ErrLost says the holder's slot is gone: an operator freed it (rollout
@@ -67,6 +73,14 @@ type Slots struct {
 	Duration time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Windows, if set, are the cluster's Windows nodes, by name: a slot
+	// held by another name is taken over once unrenewed for SquatAfter.
+	// Nil: every holder is taken for a node.
+	Windows map[string]bool
+	// Stranded are the nodes disrupted by hnsplan outside the slots
+	// (kube.Stranded: cordoned by the agent, not let go of): each that
+	// holds no live slot counts against Max as a slot would.
+	Stranded []string
 
 	held     string                 // the Lease this node holds, once known
 	observed map[string]observation // each Lease as this node last saw it
@@ -98,7 +112,7 @@ func (s *Slots) now() time.Time {
 
 func (s *Slots) duration() time.Duration {
 	if s.Duration > 0 {
-		return s.Duration
+		return min(s.Duration, MaxDuration)
 	}
 	return DefaultDuration
 }
@@ -118,7 +132,7 @@ func (s *Slots) Acquire(ctx context.Context) (name string, ok bool, err error) {
 	}
 	now := s.now()
 	s.observe(list.Items, now)
-	active, taken := 0, map[string]*coordinationv1.Lease{}
+	active, taken, live := 0, map[string]*coordinationv1.Lease{}, map[string]bool{}
 	var expired []*coordinationv1.Lease
 	for i := range list.Items {
 		l := &list.Items[i]
@@ -134,9 +148,10 @@ func (s *Slots) Acquire(ctx context.Context) (name string, ok bool, err error) {
 			expired = append(expired, l)
 		default:
 			active++
+			live[holder(l)] = true
 		}
 	}
-	if active >= s.Max {
+	if active+s.outside(live) >= s.Max {
 		return "", false, nil
 	}
 	for i := range s.Max {
@@ -166,6 +181,18 @@ func (s *Slots) Acquire(ctx context.Context) (name string, ok bool, err error) {
 	return "", false, nil
 }
 
+// outside counts the stranded nodes other than this one that hold no live
+// slot: disrupted all the same.
+func (s *Slots) outside(live map[string]bool) int {
+	n := 0
+	for _, node := range s.Stranded {
+		if node != s.Holder && !live[node] {
+			n++
+		}
+	}
+	return n
+}
+
 // observe records when each Lease was first seen at its current version.
 func (s *Slots) observe(leases []coordinationv1.Lease, now time.Time) {
 	seen := map[string]observation{}
@@ -183,7 +210,11 @@ func (s *Slots) observe(leases []coordinationv1.Lease, now time.Time) {
 // it, for longer than its duration.
 func (s *Slots) expired(l *coordinationv1.Lease, now time.Time) bool {
 	o, ok := s.observed[l.Name]
-	return ok && o.version == l.ResourceVersion && now.Sub(o.since) > leaseDuration(l)
+	d := leaseDuration(l)
+	if s.Windows != nil && !s.Windows[holder(l)] {
+		d = min(d, SquatAfter)
+	}
+	return ok && o.version == l.ResourceVersion && now.Sub(o.since) > d
 }
 
 func leaseDuration(l *coordinationv1.Lease) time.Duration {
@@ -191,7 +222,7 @@ func leaseDuration(l *coordinationv1.Lease) time.Duration {
 	if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
 		d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}
-	return min(d, maxDuration)
+	return min(d, MaxDuration)
 }
 
 func holder(l *coordinationv1.Lease) string {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -260,5 +261,80 @@ func TestFreeWhileTheHolderRenews(t *testing.T) {
 	}
 	if err := a.Renew(context.Background()); !errors.Is(err, ErrLost) {
 		t.Fatalf("renewal of a freed slot: %v, want ErrLost", err)
+	}
+}
+
+// TestSquattedSlot: a slot Lease made by hand for a name that is no
+// Windows node, for an hour, reads as 5 minutes (MaxDuration) and is
+// taken over by an agent once it has stayed unrenewed for a minute as the
+// agent saw it (SquatAfter); a Windows node's Lease of the same duration
+// is not.
+func TestSquattedSlot(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	hour := int32(3600)
+	for i, h := range []string{"intruder", "win-b"} {
+		holder := h
+		now := metav1.NewMicroTime(time.Now())
+		if _, err := e.cs.CoordinationV1().Leases(e.ns).Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: NamePrefix + fmt.Sprint(i), Labels: map[string]string{SlotLabel: fmt.Sprint(i)}},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &hour, AcquireTime: &now, RenewTime: &now},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slots, err := Status(ctx, e.cs.CoordinationV1(), e.ns)
+	if err != nil || len(slots) != 2 || slots[0].Duration != MaxDuration {
+		t.Fatalf("slots %+v, %v; want the hour read as %v", slots, err, MaxDuration)
+	}
+	c := &clock{t: time.Unix(1e9, 0)}
+	a := e.node("win-a", 2, c)
+	a.Windows = map[string]bool{"win-a": true, "win-b": true}
+	if _, ok := acquire(t, a); ok {
+		t.Fatal("win-a took a slot at once: a squatted slot must stay unrenewed for a minute first")
+	}
+	c.step(SquatAfter + time.Second)
+	name, ok := acquire(t, a)
+	if !ok || name != NamePrefix+"0" {
+		t.Fatalf("win-a after a minute: %q %v; want the intruder's slot %s", name, ok, NamePrefix+"0")
+	}
+	// win-b's slot, as long unrenewed, is a Windows node's: kept.
+	d := e.node("win-d", 2, c)
+	d.Windows = a.Windows
+	if name, ok := acquire(t, d); ok {
+		t.Fatalf("win-d took %s at once", name)
+	}
+	c.step(SquatAfter + time.Second)
+	if err := a.Renew(ctx); err != nil { // win-a is alive
+		t.Fatal(err)
+	}
+	if name, ok := acquire(t, d); ok {
+		t.Fatalf("win-d took %s after a minute: a Windows node's slot lasts its duration", name)
+	}
+}
+
+// TestStrandedCounted: a node cordoned by hnsplan's agent that holds no
+// live slot counts against Max: the next node waits, though every slot is
+// free; once it is let go of (not stranded), the next node goes on.
+func TestStrandedCounted(t *testing.T) {
+	e := newEnv(t)
+	c := &clock{t: time.Unix(1e9, 0)}
+	a := e.node("win-a", 1, c)
+	a.Stranded = []string{"win-b", "win-a"} // itself never counts
+	if _, ok := acquire(t, a); ok {
+		t.Fatal("win-a took a slot while win-b is stranded with maxUnavailable 1")
+	}
+	a.Max = 2
+	if _, ok := acquire(t, a); !ok {
+		t.Fatal("win-a: no slot with maxUnavailable 2 and one node stranded")
+	}
+	b := e.node("win-b", 2, c)
+	b.Stranded = []string{"win-c"}
+	if _, ok := acquire(t, b); ok {
+		t.Fatal("win-b took a slot: win-a holds one and win-c is stranded, with maxUnavailable 2")
+	}
+	b.Stranded = nil
+	if _, ok := acquire(t, b); !ok {
+		t.Fatal("win-b: no slot once win-c was let go of")
 	}
 }

@@ -16,9 +16,13 @@ func newRolloutResumeCmd() *cobra.Command {
 		Use:   "resume [NODE...]",
 		Short: "Free the rollout slots of halted nodes, so that the rollout goes on without them",
 		Long: `resume frees the rollout slots held by halted nodes (as rollout status defines halted):
-all of them without NODE, else those of the nodes named. A named node that holds no slot
-is an error; one that is not halted (its replace is under way) is refused unless --force.
-Nothing is freed unless every named node may be.
+all of them without NODE, else those of the nodes named. Every stall status shows is freed
+without --force: a drain blocked past its timeout, a slot held by a name that is no Windows
+node, a slot its agent stopped renewing, and a node cordoned by hnsplan's agent that holds
+no slot (its agent died mid-replace), which resume lets go of (annotation hnsplan.io/let-go)
+so that it no longer counts against maxUnavailable. A named node that holds no slot and is
+not stranded is an error; one that is not halted (its replace is under way) is refused
+unless --force. Nothing is freed unless every named node may be.
 
 Each slot is freed by deleting its Lease at the version read, so a slot another node took
 over in between is left alone; each freed node gets a Normal Event RolloutResumed. The
