@@ -5,6 +5,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/hnsplan/hnsplan/fleet"
 )
 
 // TestREADMEExitCodesRollout runs the rollout rows of README.md's
@@ -21,7 +23,7 @@ func TestREADMEExitCodesRollout(t *testing.T) {
 			t.Fatalf("README.md: exit %d's example %q is not a rollout", code, example)
 		}
 		if code == exitHalted {
-			f.annotate(f.b, map[string]any{annotationState: "blocked", annotationLastError: "drain: 1 pod remains after 10m0s"})
+			f.annotate(f.b, map[string]any{fleet.AnnotationState: "blocked", fleet.AnnotationLastError: "drain: 1 pod remains after 10m0s"})
 		}
 		f.run(code, strings.Fields(example)...)
 	}
