@@ -122,7 +122,7 @@ test-integration:
 	@KAS_RUN_DIR=$(KAS_RUN_DIR) $(KUBE_TEST_ENV) stop >/dev/null 2>&1 || true
 	KAS_RUN_DIR=$(KAS_RUN_DIR) $(KUBE_TEST_ENV) start >/dev/null
 	@KUBECONFIG=$(KAS_RUN_DIR)/kubeconfig KUBE_TEST_ENV=$(KUBE_TEST_ENV) KAS_RUN_DIR=$(KAS_RUN_DIR) \
-	  $(GO) test -tags integration -count=1 ./applier/... ./cmd/... ./examples/...; rc=$$?; \
+	  $(GO) test -tags integration -count=1 ./applier/... ./cmd/... ./fleet/... ./examples/...; rc=$$?; \
 	  KAS_RUN_DIR=$(KAS_RUN_DIR) $(KUBE_TEST_ENV) stop >/dev/null 2>&1; exit $$rc
 
 # Static checks, and the Windows build the agent ships as.

@@ -90,9 +90,6 @@ type ControlOptions struct {
 	Out       io.Writer // a line of what was written
 }
 
-// ErrNoControl is Control's error when the ConfigMap does not exist.
-var ErrNoControl = fmt.Errorf("the control ConfigMap %s does not exist", control.Name)
-
 // Control writes the action's keys for the nodes (or its every-agent key)
 // by a JSON merge patch that names those keys only, so it never undoes a
 // write of another operator's to another key.
@@ -120,8 +117,8 @@ func Control(ctx context.Context, cs kubernetes.Interface, opts ControlOptions) 
 	}
 	cm, err := cs.CoreV1().ConfigMaps(opts.Namespace).Patch(ctx, control.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "hnsplan-rollout"})
 	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("%w in %s: apply deploy/ (its base ships it empty), or create it: kubectl -n %s create configmap %s",
-			ErrNoControl, opts.Namespace, opts.Namespace, control.Name)
+		return fmt.Errorf("the ConfigMap %s/%s does not exist: apply deploy/ (its base ships it empty), or create it: kubectl -n %s create configmap %s",
+			opts.Namespace, control.Name, opts.Namespace, control.Name)
 	}
 	if err != nil {
 		return APIError(opts.Host, err)
