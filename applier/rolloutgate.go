@@ -258,6 +258,12 @@ func (g *slotGate) admit(ctx context.Context, p *plan.NodePlan, a replace.Admiss
 	windows := 0
 	winNodes, stranded := map[string]bool{}, []string(nil)
 	for _, n := range nodes {
+		if _, ok := n.Labels[WindowsLabel]; !ok {
+			// Its OS unsaid (kubelet always sets the label): its slot is
+			// not taken for a squatter's, as rollout status does not call
+			// it foreign (fleet.windowsNode).
+			winNodes[n.Name] = true
+		}
 		if n.Labels[WindowsLabel] == "windows" {
 			windows++
 			winNodes[n.Name] = true

@@ -4,9 +4,7 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"path/filepath"
@@ -15,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hnsplan/hnsplan/applier/audit"
@@ -24,7 +21,6 @@ import (
 	"github.com/hnsplan/hnsplan/applier/kube"
 	"github.com/hnsplan/hnsplan/applier/planwatch"
 	"github.com/hnsplan/hnsplan/compiler/plan"
-	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
 // TestRunAuditAgainstAPIServer: `run` against a real kube-apiserver
@@ -35,25 +31,8 @@ import (
 // many passes see them; nothing is removed (no --clean-orphans); once the
 // CNI cleans up, one HNSAuditResolved Event.
 func TestRunAuditAgainstAPIServer(t *testing.T) {
-	kubeconfig := kubetest.Kubeconfig(t)
-	cs := kubetest.Client(t, kubetest.Config(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	node := fmt.Sprintf("win-audit-%d", rand.IntN(1e6))
-	ns := "it-" + node
-	must := func(err error) {
-		t.Helper()
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"kubernetes.io/os": "windows"}}}, metav1.CreateOptions{})
-	must(err)
-	defer cs.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
-	for _, n := range []string{planwatch.ConfigMapNamespace, ns} {
-		_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
-		must(err)
-	}
+	e := newRunEnv(t, "win-audit")
+	kubeconfig, cs, ctx, node, ns, must := e.kubeconfig, e.cs, e.ctx, e.node, e.ns, e.must
 	pod, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}, metav1.CreateOptions{})
 	must(err)

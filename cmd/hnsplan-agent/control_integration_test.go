@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"path/filepath"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -21,7 +19,6 @@ import (
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
 	"github.com/hnsplan/hnsplan/applier/planwatch"
 	"github.com/hnsplan/hnsplan/compiler/plan"
-	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
 // TestRunSuspended runs the agent against a real kube-apiserver with its
@@ -29,24 +26,10 @@ import (
 // writes nothing to HNS and reports suspended on its Node; unsuspended,
 // it applies the plan; a reconcile request is recorded as an Event.
 func TestRunSuspended(t *testing.T) {
-	kubeconfig := kubetest.Kubeconfig(t)
-	cs := kubetest.Client(t, kubetest.Config(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	must := func(err error) {
-		t.Helper()
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	node := fmt.Sprintf("win-susp-%d", rand.IntN(1e6))
-	_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"kubernetes.io/os": "windows"}}}, metav1.CreateOptions{})
-	must(err)
-	defer cs.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
-	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: planwatch.ConfigMapNamespace}}, metav1.CreateOptions{})
-	must(err)
+	e := newRunEnv(t, "win-susp")
+	kubeconfig, cs, ctx, node, must := e.kubeconfig, e.cs, e.ctx, e.node, e.must
 	cms := cs.CoreV1().ConfigMaps(control.Namespace)
-	_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: control.Name}}, metav1.CreateOptions{})
+	_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: control.Name}}, metav1.CreateOptions{})
 	must(err)
 	setKey := func(key string, value any) {
 		t.Helper()

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
 	"github.com/hnsplan/hnsplan/applier/kube"
@@ -30,26 +31,8 @@ import (
 // to the Node; a VNI change drains the node (the test plays the kubelet
 // and the CNI), recreates the network and uncordons.
 func TestRunAgainstAPIServer(t *testing.T) {
-	kubeconfig := kubetest.Kubeconfig(t)
-	cs := kubetest.Client(t, kubetest.Config(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
-	node := fmt.Sprintf("win-it-%d", rand.IntN(1e6))
-	ns := "it-" + node
-	must := func(err error) {
-		t.Helper()
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
-	_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{"kubernetes.io/os": "windows"}}}, metav1.CreateOptions{})
-	must(err)
-	defer cs.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{})
-	for _, n := range []string{planwatch.ConfigMapNamespace, ns} {
-		_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
-		must(err)
-	}
+	e := newRunEnv(t, "win-it")
+	kubeconfig, cs, ctx, node, ns, must := e.kubeconfig, e.cs, e.ctx, e.node, e.ns, e.must
 	pod, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns, Labels: map[string]string{"app": "web"}},
 		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}, metav1.CreateOptions{})
 	must(err)
@@ -208,4 +191,39 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	if !found {
 		t.Errorf("no NetworkReplace event on node %s; events:\n%s", node, reasons.String())
 	}
+}
+
+// runEnv is where a test runs the agent against the real kube-apiserver:
+// a Windows Node of a fresh name (deleted after the test) and the
+// namespaces of the plans and of the node's pods.
+type runEnv struct {
+	kubeconfig string
+	cs         kubernetes.Interface
+	ctx        context.Context
+	node, ns   string
+	must       func(error) // fails the test on an error but "already exists"
+}
+
+func newRunEnv(t *testing.T, prefix string) *runEnv {
+	t.Helper()
+	e := &runEnv{kubeconfig: kubetest.Kubeconfig(t), cs: kubetest.Client(t, kubetest.Config(t))}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	e.ctx = ctx
+	e.node = fmt.Sprintf("%s-%d", prefix, rand.IntN(1e6))
+	e.ns = "it-" + e.node
+	e.must = func(err error) {
+		t.Helper()
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	_, err := e.cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: e.node, Labels: map[string]string{"kubernetes.io/os": "windows"}}}, metav1.CreateOptions{})
+	e.must(err)
+	t.Cleanup(func() { e.cs.CoreV1().Nodes().Delete(context.Background(), e.node, metav1.DeleteOptions{}) })
+	for _, n := range []string{planwatch.ConfigMapNamespace, e.ns} {
+		_, err = e.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
+		e.must(err)
+	}
+	return e
 }
