@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/hnsplan/hnsplan/applier/planwatch"
+	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
 // kubeClient connects to the kube-apiserver of KUBECONFIG (make
@@ -50,6 +51,7 @@ func uniqueNode() string {
 }
 
 func TestConfigMapAPIServer(t *testing.T) {
+	kubetest.ShareSystemNamespace(t)
 	client := kubeClient(t)
 	node := uniqueNode()
 	t.Cleanup(func() {
@@ -67,6 +69,7 @@ func TestConfigMapAPIServer(t *testing.T) {
 // TestPartsAPIServer: the consistency rule over real part ConfigMaps,
 // found by the label-selected informer.
 func TestPartsAPIServer(t *testing.T) {
+	kubetest.ShareSystemNamespace(t)
 	client := kubeClient(t)
 	node := uniqueNode()
 	pub := &cmPub{client: client, node: node, resync: time.Second}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hnsplan/hnsplan/applier/planwatch"
 	"github.com/hnsplan/hnsplan/compiler/plan"
+	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
 // TestSignedConfigMapAPIServer: against a real API server (its field
@@ -20,6 +21,7 @@ import (
 // trusted-keys ConfigMap lists its signer, taken once it does, and
 // refused again once the key is gone.
 func TestSignedConfigMapAPIServer(t *testing.T) {
+	kubetest.OwnSystemNamespace(t) // it replaces the one trusted-keys ConfigMap
 	client := kubeClient(t)
 	cms := client.CoreV1().ConfigMaps(planwatch.ConfigMapNamespace)
 	node := uniqueNode()

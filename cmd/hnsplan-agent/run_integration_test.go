@@ -206,6 +206,7 @@ type runEnv struct {
 
 func newRunEnv(t *testing.T, prefix string) *runEnv {
 	t.Helper()
+	kubetest.ShareSystemNamespace(t)
 	e := &runEnv{kubeconfig: kubetest.Kubeconfig(t), cs: kubetest.Client(t, kubetest.Config(t))}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)

@@ -25,6 +25,7 @@ import (
 //
 //	go test -tags integration -run DiffLive ./cmd/hnsplan/
 func TestDiffLive(t *testing.T) {
+	kubetest.OwnSystemNamespace(t) // it clears hnsplan-system and reads all of it
 	kubeconfig, cfg := kubetest.Kubeconfig(t), kubetest.Config(t)
 	cs := kubetest.Client(t, cfg)
 	ctx := context.Background()

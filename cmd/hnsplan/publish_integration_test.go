@@ -30,6 +30,7 @@ import (
 //
 //	go test -tags integration -run Publish ./cmd/hnsplan/
 func TestPublish(t *testing.T) {
+	kubetest.OwnSystemNamespace(t) // publish prunes the parts nothing names: no test may write there meanwhile
 	kubeconfig, cfg := kubetest.Kubeconfig(t), kubetest.Config(t)
 	cs := kubetest.Client(t, cfg)
 	ctx := context.Background()

@@ -28,6 +28,7 @@ import (
 //
 //	go test -tags integration -run PublishSigned ./cmd/hnsplan/
 func TestPublishSigned(t *testing.T) {
+	kubetest.OwnSystemNamespace(t) // publish prunes the parts nothing names: no test may write there meanwhile
 	kubeconfig := kubetest.Kubeconfig(t)
 	cs := kubetest.Client(t, kubetest.Config(t))
 	ctx := context.Background()

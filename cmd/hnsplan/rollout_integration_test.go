@@ -33,6 +33,7 @@ import (
 //
 //	go test -tags integration -run PublishCanary ./cmd/hnsplan/
 func TestPublishCanary(t *testing.T) {
+	kubetest.OwnSystemNamespace(t) // publish prunes the parts nothing names: no test may write there meanwhile
 	kubeconfig, cfg := kubetest.Kubeconfig(t), kubetest.Config(t)
 	cs := kubetest.Client(t, cfg)
 	ctx := context.Background()
