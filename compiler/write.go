@@ -28,18 +28,21 @@ type File struct {
 	Signature []byte // the detached signature of Data (plan.Sign), or nil
 }
 
-// partFiles encodes the parts plans share (plan.EncodeParts), which sets
-// the plans' references to them, in the order they are written: shards
-// and chunks, then the route tables' heads, so that a reader never finds
-// a head, or a plan, before what it names. With sign, heads are signed:
-// a plan names its route table by key, not digest, so the head's own
-// signature is what proves its shards (which it names by digest).
-func partFiles(plans []*plan.NodePlan, sign Signer) ([]File, error) {
-	parts, err := plan.EncodeParts(plans)
+// partFiles encodes the parts plans share and the plans (plan.EncodeAll,
+// which sets the plans' references to the parts and their digests). The
+// parts come in the order they are written: shards and chunks, then the
+// route tables' heads, so that a reader never finds a head, or a plan,
+// before what it names; the plans' encodings in plans' order. With sign,
+// heads are signed: a plan names its route table by key, not digest, so
+// the head's own signature is what proves its shards (which it names by
+// digest, and which record the plans compiled with it).
+func partFiles(plans []*plan.NodePlan, sign Signer) (files []File, planData [][]byte, err error) {
+	defer crash.Capture(&err)
+	parts, planData, err := plan.EncodeAll(plans)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	files := make([]File, 0, len(parts))
+	files = make([]File, 0, len(parts))
 	for _, heads := range []bool{false, true} {
 		for _, p := range parts {
 			if (p.Kind == plan.KindRouteTable) != heads {
@@ -52,7 +55,7 @@ func partFiles(plans []*plan.NodePlan, sign Signer) ([]File, error) {
 			files = append(files, f)
 		}
 	}
-	return files, nil
+	return files, planData, nil
 }
 
 // IsPlan reports whether f is a plan, not a part.
@@ -63,33 +66,17 @@ func (f File) IsPlan() bool { return f.Part == "" }
 type Signer func(data []byte) []byte
 
 // EncodePlans encodes the parts plans share (first, in the order they are
-// written) and the plans, on all CPUs, keeping their order.
+// written) and the plans, keeping their order.
 func EncodePlans(plans []*plan.NodePlan) ([]File, error) {
-	parts, err := partFiles(plans, nil)
+	parts, data, err := partFiles(plans, nil)
 	if err != nil {
 		return nil, err
 	}
 	files := make([]File, len(plans))
-	errs := make([]error, len(plans))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			for i := range next {
-				func() {
-					defer crash.Capture(&errs[i])
-					data, err := plan.Encode(plans[i])
-					files[i], errs[i] = File{Node: plans[i].Node, Kind: plan.Kind, Name: plan.FileName(plans[i].Node), Digest: plans[i].Digest, Data: data}, err
-				}()
-			}
-		})
+	for i, p := range plans {
+		files[i] = File{Node: p.Node, Kind: plan.Kind, Name: plan.FileName(p.Node), Digest: p.Digest, Data: data[i]}
 	}
-	for i := range plans {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return append(parts, files...), errors.Join(errs...)
+	return append(parts, files...), nil
 }
 
 // Removals are the plans of a previous compile that a new one drops.
@@ -303,7 +290,7 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 	if err != nil {
 		return nil, err
 	}
-	parts, err := partFiles(plans, sign)
+	parts, planData, err := partFiles(plans, sign)
 	if err != nil {
 		return nil, fmt.Errorf("no plan written to %s: %w", dir, err)
 	}
@@ -337,15 +324,15 @@ func WritePlans(dir, cluster string, plans []*plan.NodePlan, sign Signer) (remov
 	errs := make([]error, len(plans))
 	var wg sync.WaitGroup
 	next := make(chan int)
-	for range runtime.GOMAXPROCS(0) + 2 { // +2: overlap encoding with I/O
+	for range runtime.GOMAXPROCS(0) + 2 { // +2: overlap the writes
 		wg.Go(func() {
 			for i := range next {
 				func() {
 					defer crash.Capture(&errs[i])
-					p := plans[i]
-					data, err := plan.Encode(p)
+					p, data := plans[i], planData[i]
 					name := filepath.Join(dir, plan.FileName(p.Node))
-					if err == nil && sign != nil {
+					var err error
+					if sign != nil {
 						sigTemps[i], err = writeChanged(dir, plan.SignatureFile(name), sign(data))
 					}
 					if err == nil {

@@ -348,6 +348,10 @@ func (p *publishing) summary(stale, pruned, partsPruned int) string {
 	if p.opts.Sel.Active() {
 		msg = fmt.Sprintf("published %d of %s and %d of %s to %s on %s (%s): %d created, %d updated, %d unchanged, %d held back",
 			sentPlans, plural(plans, "plan"), sentParts, plural(parts, "part"), p.ns, p.opts.Host, p.opts.Sel.Flag(), p.created, p.updated, p.unchanged, p.heldBack)
+		if p.heldBack > 0 {
+			// The route table records the new plans (plan.VersionError).
+			msg += " (the nodes held back keep their last good plan and route table until their own plans are published)"
+		}
 	}
 	if p.opts.Prune {
 		msg += fmt.Sprintf(", %d pruned", pruned)

@@ -254,6 +254,10 @@ func (e *emitter) assemble(p *plan.NodePlan, r partReader, out partsOutcome) par
 		if errors.As(err, &pe) {
 			return partsOutcome{err: pe, msg: e.waitMsg(pe, r)}
 		}
+		var ve *plan.VersionError
+		if errors.As(err, &ve) {
+			return partsOutcome{err: ve, msg: fmt.Sprintf("waiting for the plan and route table of one publish: %v (%s)%s", ve, r.where(ve.Shard), e.keeps())}
+		}
 		return partsOutcome{err: err, msg: err.Error()}
 	}
 	return out

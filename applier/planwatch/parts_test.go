@@ -188,10 +188,17 @@ func partsScenario(t *testing.T, cluster, node string, pub partsPub) []partsStep
 		vni(5000)(p)
 		p.Routes.Key = "sha256:" + strings.Repeat("0", 64)
 	})
-	v3shard := v3.shards()[0]
+	// A shard that holds routes (others may record only plans).
+	v3shard := v3.shards()[slices.IndexFunc(v3.shards(), func(p plan.EncodedPart) bool { return bytes.Contains(p.Data, []byte(`"10.0.0.10`)) })]
 	corrupt := bytes.Replace(v3shard.Data, []byte(`"10.0.0.10`), []byte(`"10.0.0.19`), 1)
 	if bytes.Equal(corrupt, v3shard.Data) {
 		t.Fatal("the corrupt shard is not corrupt")
+	}
+	// Another compile at v3's key (an edit of the plan, not of the
+	// network): a table of v3's name that records another plan.
+	v4 := encodeRoutesIn(t, cluster, node, 2, nil, vni(5000))
+	if v4.table.Name != v3.table.Name || v4.digest == v3.digest || v4.part(t, v4.table.Name).Digest == v3.part(t, v3.table.Name).Digest {
+		t.Fatal("v4 is not another plan with another table of v3's name")
 	}
 	old := bytes.Replace(v3.data, []byte(`"formatVersion": "2.0"`), []byte(`"formatVersion": "1.0"`), 1)
 
@@ -206,6 +213,9 @@ func partsScenario(t *testing.T, cluster, node string, pub partsPub) []partsStep
 	}
 	publishPlan := func(data []byte) func(*testing.T, partsPub) {
 		return func(t *testing.T, pub partsPub) { pub.plan(t, data, nil) }
+	}
+	waitVersion := func(digest, table string) *want {
+		return &want{settle: true, err: plan.ErrPartMissing, msg: "waiting for the plan and route table of one publish: plan " + digest + " for node " + node + " is not the plan its route table (shard " + plan.ShardName(v3.table.Name, plan.ShardOf(node)) + ") was published with: the table " + table}
 	}
 	waiting := func(part, at, digest, have string) *want {
 		return &want{err: plan.ErrPartMissing, msg: "waiting for part " + part + " " + at + " " + digest + " (" + pub.where(part) + "): " + have}
@@ -234,6 +244,12 @@ func partsScenario(t *testing.T, cluster, node string, pub partsPub) []partsStep
 		{"the shard restored", parts(v3, plan.KindRouteShard), &want{digest: v3.digest}, r5000},
 		{"a format-1 plan", publishPlan(old), &want{err: plan.ErrMajorVersion, msg: `unsupported formatVersion "1.0"`}, nil},
 		{"format 2 again", publishPlan(v3.data), &want{digest: v3.digest}, r5000},
+		// A publish of v4, interrupted after the plan; then the rest.
+		{"another compile's plan, at the same key, before its table", publishPlan(v4.data), waitVersion(v4.digest, "was compiled with plan "+v3.digest), nil},
+		{"its table", parts(v4), &want{digest: v4.digest, settle: true}, r5000},
+		// A rollback to v3, interrupted after the table; then the rest.
+		{"the rollback's table before its plan", parts(v3), waitVersion(v4.digest, "was compiled with plan "+v3.digest), nil},
+		{"the rollback's plan", publishPlan(v3.data), &want{digest: v3.digest}, r5000},
 	}
 }
 

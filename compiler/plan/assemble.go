@@ -62,16 +62,41 @@ func (e *PartError) Error() string {
 
 func (e *PartError) Unwrap() error { return ErrPartMissing }
 
+// VersionError says that a plan's route table, though at the key the plan
+// names, was compiled with another plan of the node (or none): the two
+// are of different compiles, so the plan waits for its own table (or the
+// table for its plan) like a missing part.
+type VersionError struct {
+	Node  string // the plan's node
+	Shard string // the shard that records the node's plans
+	Want  string // the plan's digest
+	Have  string // the digest the table records for the node; "" for none
+}
+
+func (e *VersionError) Error() string {
+	have := "records no plan for the node"
+	if e.Have != "" {
+		have = "was compiled with plan " + e.Have
+	}
+	return fmt.Sprintf("plan %s for node %s is not the plan its route table (shard %s) was published with: the table %s; the plan and the table are of different publish runs (one under way or interrupted, or one that held this node back with --nodes or --canary) until both are published", e.Want, e.Node, e.Shard, have)
+}
+
+func (e *VersionError) Unwrap() error { return ErrPartMissing }
+
 // Assemble attaches to p the route table and program it names, when ps
 // holds every part at the digests (and the route table at the key) p
-// names; otherwise p is left as it was and the error, a *PartError, says
-// which part is missing. A reader applies only an assembled plan.
+// names and the table records p's digest; otherwise p is left as it was
+// and the error, a *PartError or *VersionError, says what is missing. A
+// reader applies only an assembled plan.
 func (ps *Parts) Assemble(p *NodePlan) error {
 	var routes *RouteTable
 	if ref := p.RouteTable; ref != nil {
 		t, err := ps.table(p.Node, ref)
 		if err != nil {
 			return err
+		}
+		if have := t.PlanDigest(p.Node); have != p.Digest {
+			return &VersionError{Node: p.Node, Shard: ShardName(t.Name, ShardOf(p.Node)), Want: p.Digest, Have: have}
 		}
 		routes = t
 	}
@@ -98,7 +123,7 @@ func (ps *Parts) table(node string, ref *RouteTableRef) (*RouteTable, error) {
 		return t, nil
 	}
 	t := *head
-	t.Nodes = nil
+	t.Nodes, t.plans = nil, map[string]string{}
 	for _, s := range head.Shards {
 		shard := ps.Shards[s.Name]
 		switch {
@@ -108,6 +133,13 @@ func (ps *Parts) table(node string, ref *RouteTableRef) (*RouteTable, error) {
 			return nil, &PartError{Node: node, Part: s.Name, Want: s.Digest, Have: shard.Digest}
 		}
 		t.Nodes = append(t.Nodes, shard.Nodes...)
+		for _, pr := range shard.Plans {
+			// Only a node that hashes to the shard: a shard cannot speak
+			// for another's plan.
+			if ShardName(head.Name, ShardOf(pr.Name)) == s.Name {
+				t.plans[pr.Name] = pr.Digest
+			}
+		}
 	}
 	sortRouteNodes(t.Nodes)
 	if ps.tables == nil {

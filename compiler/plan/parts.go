@@ -26,7 +26,15 @@ import (
 //
 // A reader applies a plan only with every part it names, at the digests
 // it names (Parts.Assemble): never new routes with an old plan, or the
-// reverse.
+// reverse. Naming the table by key is not enough for that: two compiles
+// of one cluster with the same key (a rollback, an edit of a policy) have
+// tables of one name. So a table records the digest of every plan
+// compiled with it, each in the shard of its node (RouteShard.Plans), and
+// a plan is applied only with a table that records it: a plan and a
+// table are of one compile, or the plan is byte for byte the one that
+// compile made. An interrupted publish, or one of a subset of nodes
+// (--nodes, --canary), leaves the nodes whose plans differ on their last
+// good plan and table until both are published.
 
 // Part kinds, each a JSON object with formatVersion, kind, cluster, name
 // and digest like a plan's.
@@ -82,11 +90,17 @@ type RouteTable struct {
 	Type string `json:"type"`
 	// IsolationId is the VNI of every RemoteSubnetRoute.
 	IsolationId uint32 `json:"isolationId,omitempty"`
-	// Shards in name order; only shards with entries exist.
+	// Shards in name order; only shards with entries or plans exist.
 	Shards []PartRef `json:"shards"`
 
 	Nodes []RouteNode `json:"-"`
+	// plans are the shards' Plans, by node, when assembled.
+	plans map[string]string
 }
+
+// PlanDigest is the digest of node's plan that the assembled table t was
+// compiled with; "" when it records none for node.
+func (t *RouteTable) PlanDigest(node string) string { return t.plans[node] }
 
 // RouteShard holds the entries of the nodes whose names hash to it.
 type RouteShard struct {
@@ -96,6 +110,10 @@ type RouteShard struct {
 	Digest        string      `json:"digest"`
 	Cluster       string      `json:"cluster"`
 	Nodes         []RouteNode `json:"nodes"` // by node name
+	// Plans are the digests of the plans compiled with the table, of the
+	// nodes that hash to the shard (Name: the node), by node name: a
+	// plan is applied only with a table that records it.
+	Plans []PartRef `json:"plans,omitempty"`
 }
 
 // RouteNode is one node's entry in a route table: where its pods are.

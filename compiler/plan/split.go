@@ -6,8 +6,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"sync"
 )
 
 // EncodedPart is a shared part in its file form.
@@ -22,23 +25,28 @@ const chunkBudget = MaxPartSize - 8<<10
 
 // EncodeParts encodes the route tables and policy programs plans share,
 // each once (plans of one compilation share them by pointer), and sets
-// each plan's references to them (RouteTable, ProgramChunks), which Encode
-// then writes. Parts come back in name order. A part over MaxPartSize is
-// an error naming what to split.
+// each plan's references to them (RouteTable, ProgramChunks) and its
+// Digest, which a table records (RouteShard.Plans). Parts come back in
+// name order. A part over MaxPartSize is an error naming what to split.
 func EncodeParts(plans []*NodePlan) ([]EncodedPart, error) {
+	parts, _, err := EncodeAll(plans)
+	return parts, err
+}
+
+// EncodeAll is EncodeParts that also returns each plan's encoding (Encode),
+// in plans' order: a table records its plans' digests, so the plans are
+// encoded before the tables, on all CPUs.
+func EncodeAll(plans []*NodePlan) ([]EncodedPart, [][]byte, error) {
 	var out []EncodedPart
-	tables := map[*RouteTable]bool{}
+	var tables []*RouteTable
+	seen := map[*RouteTable]bool{}
 	programs := map[*Program][]PartRef{}
 	for _, p := range plans {
 		p.RouteTable, p.ProgramChunks = nil, nil
 		if t := p.Routes; t != nil {
-			if !tables[t] {
-				tables[t] = true
-				parts, err := encodeTable(t)
-				if err != nil {
-					return nil, err
-				}
-				out = append(out, parts...)
+			if !seen[t] {
+				seen[t] = true
+				tables = append(tables, t)
 			}
 			p.RouteTable = t.Ref()
 		}
@@ -47,7 +55,7 @@ func EncodeParts(plans []*NodePlan) ([]EncodedPart, error) {
 			if !ok {
 				parts, err := encodeProgram(p.Cluster, prog)
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				for _, c := range parts {
 					refs = append(refs, PartRef{Name: c.Name, Digest: c.Digest})
@@ -58,31 +66,82 @@ func EncodeParts(plans []*NodePlan) ([]EncodedPart, error) {
 			p.ProgramChunks = refs
 		}
 	}
+	data, err := encodeEach(plans)
+	if err != nil {
+		return nil, nil, err
+	}
+	// By name: tables of equal content are one part, which records the
+	// plans of both.
+	recorded := map[string][]PartRef{}
+	for _, p := range plans {
+		if t := p.Routes; t != nil {
+			recorded[t.Name] = append(recorded[t.Name], PartRef{Name: p.Node, Digest: p.Digest})
+		}
+	}
+	for _, t := range tables {
+		parts, err := encodeTable(t, recorded[t.Name])
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, parts...)
+	}
 	slices.SortFunc(out, func(a, b EncodedPart) int { return cmp.Compare(a.Name, b.Name) })
 	// Equal content has equal names: two programs of the same policies
 	// are one part. Two tables of one key but other entries are not.
 	for i := 1; i < len(out); i++ {
 		if out[i].Name == out[i-1].Name && out[i].Digest != out[i-1].Digest {
-			return nil, fmt.Errorf("plan: two different parts named %s: the plans come from different compiles", out[i].Name)
+			return nil, nil, fmt.Errorf("plan: two different parts named %s: the plans come from different compiles", out[i].Name)
 		}
 	}
-	return slices.CompactFunc(out, func(a, b EncodedPart) bool { return a.Name == b.Name }), nil
+	return slices.CompactFunc(out, func(a, b EncodedPart) bool { return a.Name == b.Name }), data, nil
 }
 
-// encodeTable writes t's shards and its head, filling t.Shards.
-func encodeTable(t *RouteTable) ([]EncodedPart, error) {
+// encodeEach encodes plans (Encode, which sets their digests) on all
+// CPUs, keeping their order.
+func encodeEach(plans []*NodePlan) ([][]byte, error) {
+	data := make([][]byte, len(plans))
+	errs := make([]error, len(plans))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(runtime.GOMAXPROCS(0), max(len(plans), 1)) {
+		wg.Go(func() {
+			for i := range next {
+				data[i], errs[i] = Encode(plans[i])
+			}
+		})
+	}
+	for i := range plans {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return data, errors.Join(errs...)
+}
+
+// encodeTable writes t's shards and its head, filling t.Shards; each
+// shard records the digests of the plans of its nodes (plans).
+func encodeTable(t *RouteTable, plans []PartRef) ([]EncodedPart, error) {
 	var buckets [RouteShards][]RouteNode
 	for _, n := range t.Nodes {
 		i := ShardOf(n.Node)
 		buckets[i] = append(buckets[i], n)
 	}
+	var recorded [RouteShards][]PartRef
+	for _, p := range plans {
+		i := ShardOf(p.Name)
+		recorded[i] = append(recorded[i], p)
+	}
 	var out []EncodedPart
 	t.Shards = []PartRef{}
 	for i, nodes := range buckets {
-		if len(nodes) == 0 {
+		if len(nodes) == 0 && len(recorded[i]) == 0 {
 			continue
 		}
-		s := &RouteShard{FormatVersion: FormatVersion, Kind: KindRouteShard, Name: ShardName(t.Name, i), Cluster: t.Cluster, Nodes: nodes}
+		if nodes == nil {
+			nodes = []RouteNode{}
+		}
+		slices.SortFunc(recorded[i], func(a, b PartRef) int { return cmp.Compare(a.Name, b.Name) })
+		s := &RouteShard{FormatVersion: FormatVersion, Kind: KindRouteShard, Name: ShardName(t.Name, i), Cluster: t.Cluster, Nodes: nodes, Plans: recorded[i]}
 		b, err := encodeDigested(s, &s.Digest)
 		if err != nil {
 			return nil, fmt.Errorf("plan: encode route shard %s: %w", s.Name, err)
