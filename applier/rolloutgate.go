@@ -301,6 +301,11 @@ func (g *slotGate) admit(ctx context.Context, p *plan.NodePlan, a replace.Admiss
 		}
 	}
 	name, ok, err := g.slots.Acquire(ctx)
+	if extra := g.slots.Extra; len(extra) > 0 {
+		g.slots.Extra = nil
+		g.log.Warn("gave up rollout slots held in this node's name beyond its one (made by another writer with its identity)", "slots", extra, "kept", name)
+		g.event("Warning", "RolloutSlotsGivenUp", fmt.Sprintf("gave up rollout slots %s, held in this node's name beyond its one %s: a node holds one slot; another writer with this node's identity made them", strings.Join(extra, ", "), name))
+	}
 	if err != nil {
 		return "", "", err
 	}

@@ -40,6 +40,10 @@ const (
 	// rollout.buildRegression is hold): it takes no slot and cordons
 	// nothing, and goes on by itself once the node reports a fixed build.
 	StallHeld = "rollout-held"
+	// StallSeveralSlots: a node holds more than one slot. Its agent never
+	// takes a second; another writer with its identity made it, and it
+	// keeps another node waiting until the agent gives it up.
+	StallSeveralSlots = "several-slots"
 )
 
 // AbandonedAfter is how many lease durations a slot must have gone
@@ -63,6 +67,7 @@ type stallFacts struct {
 // first that applies is the row's. A new kind of halt is a new check.
 var stallChecks = []func(r *NodeRollout, f stallFacts) *Stall{
 	foreignHolder,
+	severalSlots,
 	abandonedSlot,
 	haltedState,
 	strandedNode,
@@ -89,6 +94,19 @@ func foreignHolder(r *NodeRollout, f stallFacts) *Stall {
 	return &Stall{Kind: StallForeignHolder,
 		Reason: fmt.Sprintf("%s is held by %q, and %s: no agent will release it (a Lease made by hand, or of a deleted node)", r.Slot, r.Node, what),
 		Fix:    "hnsplan rollout resume " + r.Node + " deletes it"}
+}
+
+func severalSlots(r *NodeRollout, f stallFacts) *Stall {
+	if len(f.slots) < 2 {
+		return nil
+	}
+	names := make([]string, len(f.slots))
+	for i, s := range f.slots {
+		names[i] = s.Name
+	}
+	return &Stall{Kind: StallSeveralSlots,
+		Reason: fmt.Sprintf("it holds %d slots (%s), and a node holds one: the agent never takes a second, so another writer with the node's identity made them; each keeps another node waiting", len(names), strings.Join(names, ", ")),
+		Fix:    "its agent gives up all but one on its next pass (Event RolloutSlotsGivenUp); if it does not run, hnsplan rollout resume " + r.Node + " frees them all (and halts its replace until hnsplan-agent replace --retry)"}
 }
 
 func abandonedSlot(r *NodeRollout, f stallFacts) *Stall {

@@ -54,6 +54,10 @@ func TestStatusStalls(t *testing.T) {
 			node("linux-1", map[string]string{"kubernetes.io/os": "linux"}, nil, false),
 			lease(0, "linux-1", now, 60),
 		}, map[string]string{"linux-1": StallForeignHolder}},
+		{"two slots held in one node's name", []any{
+			node("win-a", windows, map[string]string{AnnotationState: "replacing", kube.AnnotationCordoned: "true"}, true),
+			lease(0, "win-a", now, 60), lease(1, "win-a", now, 60),
+		}, map[string]string{"win-a": StallSeveralSlots}},
 		{"blocked holder", []any{
 			node("win-a", windows, map[string]string{AnnotationState: "blocked", kube.AnnotationCordoned: "true"}, true),
 			lease(0, "win-a", now, 60),

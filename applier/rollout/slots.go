@@ -82,6 +82,10 @@ type Slots struct {
 	// holds no live slot counts against Max as a slot would.
 	Stranded []string
 
+	// Extra are the slots beyond its one that this node found held in its
+	// name and gave up (mine), for the caller to report; it may clear it.
+	Extra []string
+
 	held     string                 // the Lease this node holds, once known
 	observed map[string]observation // each Lease as this node last saw it
 }
@@ -132,6 +136,10 @@ func (s *Slots) Acquire(ctx context.Context) (name string, ok bool, err error) {
 	}
 	now := s.now()
 	s.observe(list.Items, now)
+	if l := s.mine(ctx, list.Items); l != nil {
+		s.held = l.Name
+		return l.Name, true, s.renew(ctx, l)
+	}
 	active, taken, live := 0, map[string]*coordinationv1.Lease{}, map[string]bool{}
 	var expired []*coordinationv1.Lease
 	for i := range list.Items {
@@ -141,9 +149,6 @@ func (s *Slots) Acquire(ctx context.Context) (name string, ok bool, err error) {
 		}
 		taken[l.Name] = l
 		switch {
-		case holder(l) == s.Holder:
-			s.held = l.Name
-			return l.Name, true, s.renew(ctx, l)
 		case holder(l) == "" || s.expired(l, now):
 			expired = append(expired, l)
 		default:
@@ -179,6 +184,44 @@ func (s *Slots) Acquire(ctx context.Context) (name string, ok bool, err error) {
 		return name, true, nil
 	}
 	return "", false, nil
+}
+
+// mine returns the slot Lease this node holds, if any. A node holds one
+// slot: the agent never takes a second, but another writer with the
+// node's identity (its token) could make one, which would let one node
+// count for two against maxUnavailable's others. So of several, it keeps
+// the one it knows it holds (else the first by name) and gives the others
+// up, each deleted at the version read (one taken over meanwhile is left
+// alone); Extra lists them.
+func (s *Slots) mine(ctx context.Context, leases []coordinationv1.Lease) *coordinationv1.Lease {
+	var held []*coordinationv1.Lease
+	for i := range leases {
+		if l := &leases[i]; strings.HasPrefix(l.Name, NamePrefix) && holder(l) == s.Holder {
+			held = append(held, l)
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	slices.SortFunc(held, func(a, b *coordinationv1.Lease) int { return strings.Compare(a.Name, b.Name) })
+	keep := held[0]
+	for _, l := range held {
+		if l.Name == s.held {
+			keep = l
+		}
+	}
+	for _, l := range held {
+		if l == keep {
+			continue
+		}
+		err := s.Leases.Leases(s.Namespace).Delete(ctx, l.Name, metav1.DeleteOptions{
+			Preconditions: &metav1.Preconditions{UID: &l.UID, ResourceVersion: &l.ResourceVersion}})
+		if err == nil {
+			s.Extra = append(s.Extra, l.Name)
+		}
+		// Any error leaves it: it is given up again on the next pass.
+	}
+	return keep
 }
 
 // outside counts the stranded nodes other than this one that hold no live

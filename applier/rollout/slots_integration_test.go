@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -336,5 +337,46 @@ func TestStrandedCounted(t *testing.T) {
 	b.Stranded = nil
 	if _, ok := acquire(t, b); !ok {
 		t.Fatal("win-b: no slot once win-c was let go of")
+	}
+}
+
+// TestOneSlotPerNode: two slots held in win-a's name (made by another
+// writer with its identity): win-a keeps the one it knows it holds and
+// gives the other up, so that the next node can take it; a slot of
+// another holder is not touched.
+func TestOneSlotPerNode(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	c := &clock{t: time.Unix(1e9, 0)}
+	a := e.node("win-a", 3, c)
+	name, ok := acquire(t, a)
+	if !ok || name != NamePrefix+"0" {
+		t.Fatalf("win-a: %q %v", name, ok)
+	}
+	b := e.node("win-b", 3, c)
+	if name, ok := acquire(t, b); !ok || name != NamePrefix+"1" {
+		t.Fatalf("win-b: %q %v", name, ok)
+	}
+	holder, ten := "win-a", int32(10)
+	now := metav1.NewMicroTime(c.Now())
+	if _, err := e.cs.CoordinationV1().Leases(e.ns).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: NamePrefix + "2", Labels: map[string]string{SlotLabel: "2"}},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &ten, AcquireTime: &now, RenewTime: &now},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d := e.node("win-d", 3, c)
+	if name, ok := acquire(t, d); ok {
+		t.Fatalf("win-d took %s while win-a holds two of the three slots", name)
+	}
+	if name, ok := acquire(t, a); !ok || name != NamePrefix+"0" || !slices.Equal(a.Extra, []string{NamePrefix + "2"}) {
+		t.Fatalf("win-a: %q %v, gave up %v; want %s kept and %s given up", name, ok, a.Extra, NamePrefix+"0", NamePrefix+"2")
+	}
+	slots, err := Status(ctx, e.cs.CoordinationV1(), e.ns)
+	if err != nil || len(slots) != 2 || slots[0].Holder != "win-a" || slots[1].Holder != "win-b" {
+		t.Fatalf("slots %+v, %v; want win-a's one and win-b's", slots, err)
+	}
+	if name, ok := acquire(t, d); !ok || name != NamePrefix+"2" {
+		t.Fatalf("win-d: %q %v; want the slot win-a gave up", name, ok)
 	}
 }
