@@ -37,9 +37,9 @@ func addLimitFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.Var(&inputLimits.maxFileSize, "max-file-size", "largest file of an intent or inventory read (e.g. 16MiB); larger files are errors")
 	f.DurationVar(&inputLimits.cueTimeout, "cue-timeout", inputLimits.cueTimeout, "longest CUE evaluation of an intent; over it, the command stops with an error")
-	f.Var(&inputLimits.cueMemory, "cue-memory", "most heap a CUE evaluation of an intent may take (e.g. 2GiB); over it, the command stops with an error")
+	f.Var(&inputLimits.cueMemory, "cue-memory", "most memory a CUE evaluation of an intent may take (resident set and Go memory, beyond what was held before it; e.g. 2GiB); over it, the command stops with an error")
 	f.DurationVar(&inputLimits.maxTime, "max-time", inputLimits.maxTime, "longest the whole reading, vetting and compiling of an intent (and its inventory) may take; over it, the command stops with an error")
-	f.Var(&inputLimits.maxMemory, "max-memory", "most heap the whole reading, vetting and compiling of an intent (and its inventory) may take (e.g. 4GiB); over it, the command stops with an error")
+	f.Var(&inputLimits.maxMemory, "max-memory", "most memory the whole reading, vetting and compiling of an intent (and its inventory) may take (resident set and Go memory; e.g. 4GiB); over it, the command stops with an error")
 }
 
 // options are compiler.Build's options for these limits.

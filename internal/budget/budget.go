@@ -1,4 +1,4 @@
-// Package budget runs work under a budget of wall time and Go heap, the
+// Package budget runs work under a budget of wall time and memory, the
 // way a CI runner must run a compiler on untrusted input (a pull request's
 // intent): past either, the caller gets an error at once instead of an
 // out-of-memory kill or a job that never ends.
@@ -16,8 +16,12 @@ import (
 
 // A Budget is what one piece of work may take. Zero fields are no limit.
 type Budget struct {
-	Time   time.Duration
-	Memory int64 // bytes of Go heap, counted from where Run starts
+	Time time.Duration
+	// Memory is bytes of memory the process may come to hold beyond
+	// what it held where Run starts: the larger of its resident set (on
+	// Linux: what /usr/bin/time and an out-of-memory killer count) and
+	// the Go runtime's memory less what it returned to the system.
+	Memory int64
 }
 
 // An Exceeded is work stopped by its budget: Memory is set when the heap
@@ -36,21 +40,36 @@ func (e *Exceeded) Error() string {
 	return fmt.Sprintf("did not finish within %s", e.Limit.Time)
 }
 
-// heapMetric is the Go heap in use, live and not yet swept: it is what a
-// runaway computation grows, and reading it stops nothing (unlike
-// runtime.ReadMemStats).
-const heapMetric = "/memory/classes/heap/objects:bytes"
+// goMetrics are the Go runtime's memory, all classes, and the part of it
+// returned to the system: their difference is what debug.SetMemoryLimit
+// governs (heap, fragmentation, stacks, metadata). Reading them stops
+// nothing (unlike runtime.ReadMemStats).
+var goMetrics = []string{"/memory/classes/total:bytes", "/memory/classes/heap/released:bytes"}
 
-// interval is how often the watchdog samples the heap.
+// held is the memory the process holds, the larger of two counts: its
+// resident set where the OS says (residentBytes: the binary's pages and
+// memory mapped outside Go count, untouched pages do not), and the Go
+// runtime's memory less what it returned to the system (which counts
+// what Go mapped even before it is touched).
+func held(sample []metrics.Sample) int64 {
+	metrics.Read(sample)
+	n := metricBytes(sample[0]) - metricBytes(sample[1])
+	if rss, ok := residentBytes(); ok {
+		n = max(n, rss)
+	}
+	return n
+}
+
+// interval is how often the watchdog samples the memory held.
 const interval = 10 * time.Millisecond
 
 // Run runs work in a goroutine under b: it returns when work does, or
-// with an *Exceeded when work has run longer than b.Time or the heap has
-// grown past b.Memory. While work runs, the Go runtime's soft memory
-// limit is b.Memory (or lower if GOMEMLIMIT or an enclosing Run says so),
-// so that garbage is collected before it counts against the budget. The
-// watchdog samples the heap, so a runaway allocation overshoots the
-// budget by the allocation that crosses it. Runs nest: an inner Run (the
+// with an *Exceeded when work has run longer than b.Time or the memory
+// held has grown past b.Memory. While work runs, the Go runtime's soft
+// memory limit is b.Memory (or lower if GOMEMLIMIT or an enclosing Run
+// says so), so that garbage is collected before it counts against the
+// budget. The watchdog samples every 10 ms, so a runaway allocation
+// overshoots the budget by what it touches in that time. Runs nest: an inner Run (the
 // CUE evaluation, inside the whole build) has its own, smaller, budget. A
 // panic in work is panicked again on the caller's goroutine, with the
 // original stack, where the binary's crash.Guard reports it.
@@ -69,11 +88,13 @@ func (b Budget) Run(work func()) error {
 		defer crash.Capture(&err)
 		work()
 	}()
-	// The heap grows with everything the process holds besides the work:
-	// the budget counts from where it starts.
-	sample := []metrics.Sample{{Name: heapMetric}}
-	metrics.Read(sample)
-	base := heapBytes(sample[0])
+	// The process holds more than the work: the budget counts from where
+	// it starts.
+	sample := make([]metrics.Sample, len(goMetrics))
+	for i, name := range goMetrics {
+		sample[i].Name = name
+	}
+	base := held(sample)
 	var timeout <-chan time.Time
 	if b.Time > 0 {
 		t := time.NewTimer(b.Time)
@@ -96,15 +117,14 @@ func (b Budget) Run(work func()) error {
 		case <-timeout:
 			return &Exceeded{Limit: b}
 		case <-tick:
-			metrics.Read(sample)
-			if heapBytes(sample[0])-base > b.Memory {
+			if held(sample)-base > b.Memory {
 				return &Exceeded{Memory: true, Limit: b}
 			}
 		}
 	}
 }
 
-func heapBytes(s metrics.Sample) int64 {
+func metricBytes(s metrics.Sample) int64 {
 	if s.Value.Kind() != metrics.KindUint64 {
 		return 0
 	}
