@@ -36,7 +36,21 @@ func (c *Client) Cordon(ctx context.Context) error {
 			return err
 		}
 		if n.Spec.Unschedulable {
-			return nil
+			_, ours := n.Annotations[AnnotationCordoned]
+			_, letGo := n.Annotations[AnnotationLetGo]
+			if !ours || !letGo {
+				return nil
+			}
+			// Still the agent's cordon, let go of by an operator (rollout
+			// resume) and taken up again (replace --retry): the node is
+			// the agent's to finish once more, so if the agent dies it
+			// counts against maxUnavailable (Stranded).
+			return c.patchNode(ctx, map[string]any{
+				"metadata": map[string]any{
+					"resourceVersion": n.ResourceVersion,
+					"annotations":     map[string]any{AnnotationLetGo: nil},
+				},
+			})
 		}
 		return c.patchNode(ctx, map[string]any{
 			"metadata": map[string]any{

@@ -379,12 +379,18 @@ func TestCordonUncordon(t *testing.T) {
 		wantAfterCordon bool
 		wantMarker      bool
 		wantAfterUncord bool
+		annotations     map[string]string
 	}{
 		{name: "schedulable", wantAfterCordon: true, wantMarker: true, wantAfterUncord: false},
 		{name: "operator-cordoned", unschedulable: true, wantAfterCordon: true, wantMarker: false, wantAfterUncord: true},
+		// rollout resume let go of the agent's cordon; replace --retry
+		// takes it up again: the let-go goes, so that the node is
+		// stranded again if the agent dies.
+		{name: "let go of, then retried", unschedulable: true, wantAfterCordon: true, wantMarker: true, wantAfterUncord: false,
+			annotations: map[string]string{AnnotationCordoned: "true", AnnotationLetGo: "2026-11-28T12:00:00Z"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cs, dyn := newFakes(t, []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "win-1"},
+			cs, dyn := newFakes(t, []runtime.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "win-1", Annotations: tc.annotations},
 				Spec: corev1.NodeSpec{Unschedulable: tc.unschedulable}}})
 			c := New(cs, dyn, "win-1")
 			get := func() *corev1.Node {
@@ -403,6 +409,9 @@ func TestCordonUncordon(t *testing.T) {
 			_, marker := n.Annotations[AnnotationCordoned]
 			if n.Spec.Unschedulable != tc.wantAfterCordon || marker != tc.wantMarker {
 				t.Errorf("after Cordon: unschedulable=%v marker=%v", n.Spec.Unschedulable, marker)
+			}
+			if _, letGo := n.Annotations[AnnotationLetGo]; letGo {
+				t.Errorf("after Cordon: the let-go mark stays (%v): the node would not count as stranded if the agent died", n.Annotations)
 			}
 			// A new Client (an agent restart) knows from the marker.
 			c2 := New(cs, dyn, "win-1")

@@ -420,9 +420,20 @@ func (r *runner) run(ctx context.Context) (Result, error) {
 			if wait, err := r.admit(ctx, Admission{Resumed: true, Have: j.Have, Want: j.Want}); wait != "" || err != nil {
 				return r.res, err
 			}
-			if r.cfg.RestartDrain != nil && r.cfg.RestartDrain() && !j.DrainSince.IsZero() {
+			retried := r.cfg.RestartDrain != nil && r.cfg.RestartDrain()
+			if retried && !j.DrainSince.IsZero() {
 				r.event(step, false, "the operator retries: the drain gets a new timeout of %s", cfg.DrainTimeout)
 				j.DrainSince = time.Time{}
+			}
+			if retried && stepIndex(step) > stepIndex(StepCordon) && stepIndex(step) < stepIndex(StepUncordon) {
+				// The operator may have let go of the node (rollout resume
+				// marks it) before retrying: cordoning again takes it up,
+				// removing the mark, so that the node counts against
+				// maxUnavailable again if this agent dies. Cordon is
+				// idempotent otherwise.
+				if err := r.retry(ctx, step, "cordon the node again", r.cfg.Drainer.Cordon); err != nil {
+					return r.res, err
+				}
 			}
 			if !r.drainOverdue() {
 				r.event(step, false, "resuming the replace of network %s (%s) at step %s", r.name, j.Reason, step)

@@ -813,12 +813,16 @@ func TestBlockedDrainStaysBlocked(t *testing.T) {
 		}
 		e.clock.Sleep(context.Background(), 20*time.Second)
 	}
-	// --retry: a new timeout, waited in full.
+	// --retry: a new timeout, waited in full; the node is cordoned again
+	// (an operator's let-go of it, if any, goes: kube.Client.Cordon).
 	cfg := e.cfg()
 	cfg.RestartDrain = func() bool { return true }
-	before := e.clock.Now()
+	before, cordons := e.clock.Now(), e.drainer.cordons
 	if _, err := e.run(cfg); !errors.Is(err, replace.ErrBlocked) {
 		t.Fatalf("Run after --retry: %v", err)
+	}
+	if e.drainer.cordons != cordons+1 {
+		t.Errorf("after --retry: %d cordons, want one more than %d", e.drainer.cordons, cordons)
 	}
 	if waited := e.clock.Now().Sub(before); waited < 5*time.Minute {
 		t.Errorf("after --retry the drain waited %v, want a new timeout of 5m", waited)
