@@ -16,13 +16,10 @@
 package examples_test
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,48 +45,10 @@ import (
 	"github.com/hnsplan/hnsplan/internal/kubetest"
 )
 
-const (
-	agentUser     = "system:serviceaccount:" + deployNamespace + ":hnsplan-agent"
-	nodeNameExtra = kube.ExtraNodeName
-)
-
-// agentConfig acts as the hnsplan-agent ServiceAccount with a token bound
-// to node (its user info then carries the node's name), or, for node "",
-// with a token bound to nothing.
-func agentConfig(admin *rest.Config, node string) *rest.Config {
-	cfg := rest.CopyConfig(admin)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: agentUser,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + deployNamespace, "system:authenticated"},
-	}
-	if node != "" {
-		cfg.Impersonate.Extra = map[string][]string{nodeNameExtra: {node}}
-	}
-	return cfg
-}
-
-// applyDeploy server-side applies every object of deploy/, as an
-// operator would with kubectl apply.
-func applyDeploy(t *testing.T, ctx context.Context, cfg *rest.Config) {
-	t.Helper()
-	mapper, dyn := applyClients(t, cfg)
-	// Every file, the namespace first, so that what lives in it can be
-	// applied.
-	byFile := deployObjects(t)
-	files := slices.Sorted(maps.Keys(byFile))
-	first := func(f string) int {
-		if f == "deploy/namespace.yaml" {
-			return 0
-		}
-		return 1
-	}
-	slices.SortStableFunc(files, func(a, b string) int { return cmp.Compare(first(a), first(b)) })
-	for _, file := range files {
-		for _, obj := range byFile[file] {
-			applyObject(t, ctx, dyn, mapper, file, obj)
-		}
-	}
-}
+// nodeNameExtra is the extra deploy/'s policies read the agent's node
+// from; kubetest.AgentConfig impersonates with its copy of the name, which
+// TestDeployAgentTokens checks against real tokens.
+const nodeNameExtra = kube.ExtraNodeName
 
 // applyClients are what serverSideApply needs: a REST mapper from the API
 // server's discovery, and a dynamic client.
@@ -146,24 +105,6 @@ func serverSideApply(t *testing.T, ctx context.Context, dyn dynamic.Interface, m
 	return nil
 }
 
-// waitForPolicy retries probe until it fails with an error containing
-// want: a new ValidatingAdmissionPolicy takes effect a moment after it is
-// stored (and one with a paramKind once its informer has synced).
-func waitForPolicy(t *testing.T, what, want string, probe func() error) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := probe()
-		if err != nil && strings.Contains(err.Error(), want) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: the policy did not take effect within 60s: last result %v, want an error containing %q", what, err, want)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
 // fixture is two nodes and a pod on each, in a namespace of this run.
 type fixture struct {
 	ns, nodeA, nodeB string
@@ -217,7 +158,7 @@ func (f *fixture) pod(t *testing.T, ctx context.Context, name, node string) *cor
 func (f *fixture) waitForEvictionPolicy(t *testing.T, ctx context.Context, agent kubernetes.Interface, name string) {
 	t.Helper()
 	probe := f.pod(t, ctx, name, f.nodeA)
-	waitForPolicy(t, "eviction policy", "with its UID as precondition", func() error { return evict(ctx, agent, probe, "-") })
+	kubetest.WaitForPolicy(t, "eviction policy", "with its UID as precondition", func() error { return evict(ctx, agent, probe, "-") })
 }
 
 // evict evicts p through cs the way the agent does: with p's UID as
@@ -253,9 +194,9 @@ func TestDeployEvictionOwnNodeOnly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	admin := kubetest.Config(t)
-	applyDeploy(t, ctx, admin)
+	kubetest.ApplyDeploy(t, ctx, admin)
 	f := newFixture(t, ctx, kubetest.Client(t, admin))
-	agentA := kubetest.Client(t, agentConfig(admin, f.nodeA))
+	agentA := kubetest.Client(t, kubetest.AgentConfig(admin, f.nodeA))
 
 	f.waitForEvictionPolicy(t, ctx, agentA, "probe")
 
@@ -268,8 +209,8 @@ func TestDeployEvictionOwnNodeOnly(t *testing.T) {
 	wantDenied(t, "agent of A evicts an unscheduled pod", evict(ctx, agentA, unscheduled, ""), "is on no node")
 	wantDenied(t, "agent of A evicts a pod on A without a UID precondition", evict(ctx, agentA, onA, "-"), "with its UID as precondition")
 	wantDenied(t, "agent of A evicts a pod on A naming another UID", evict(ctx, agentA, onA, onB.UID), "with its UID as precondition")
-	wantDenied(t, "agent of B evicts a pod on A", evict(ctx, kubetest.Client(t, agentConfig(admin, f.nodeB)), onA, ""), "is on node "+f.nodeA)
-	wantDenied(t, "agent with a token bound to no node evicts a pod on A", evict(ctx, kubetest.Client(t, agentConfig(admin, "")), onA, ""), "its token names no node")
+	wantDenied(t, "agent of B evicts a pod on A", evict(ctx, kubetest.Client(t, kubetest.AgentConfig(admin, f.nodeB)), onA, ""), "is on node "+f.nodeA)
+	wantDenied(t, "agent with a token bound to no node evicts a pod on A", evict(ctx, kubetest.Client(t, kubetest.AgentConfig(admin, "")), onA, ""), "its token names no node")
 
 	if err := evict(ctx, agentA, onA, ""); err != nil {
 		t.Errorf("agent of A evicts a pod on A: %v", err)
@@ -313,9 +254,9 @@ func TestDeployNodePatchOwnNodeOwnFields(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	admin := kubetest.Config(t)
-	applyDeploy(t, ctx, admin)
+	kubetest.ApplyDeploy(t, ctx, admin)
 	f := newFixture(t, ctx, kubetest.Client(t, admin))
-	agentA := kubetest.Client(t, agentConfig(admin, f.nodeA))
+	agentA := kubetest.Client(t, kubetest.AgentConfig(admin, f.nodeA))
 	patch := func(cs kubernetes.Interface, node string, v any) error {
 		_, err := cs.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType, nodePatch(t, v), metav1.PatchOptions{})
 		return err
@@ -328,7 +269,7 @@ func TestDeployNodePatchOwnNodeOwnFields(t *testing.T) {
 	// one allowed every hnsplan.io/ annotation), and changes the node each
 	// time while it is allowed: a policy that was just updated takes effect
 	// a moment later.
-	waitForPolicy(t, "node policy", "may change only its own annotations", func() error {
+	kubetest.WaitForPolicy(t, "node policy", "may change only its own annotations", func() error {
 		return patch(agentA, f.nodeA, ann("hnsplan.io/probe", time.Now().String()))
 	})
 
@@ -370,7 +311,7 @@ func TestDeployNodePatchOwnNodeOwnFields(t *testing.T) {
 		t.Errorf("agent of A sets the status of B: %v, want the policy's refusal", err)
 	}
 	wantDenied(t, "agent of A cordons B", patch(agentA, f.nodeB, spec("unschedulable", true)), "not "+f.nodeB)
-	wantDenied(t, "agent bound to no node patches A", patch(kubetest.Client(t, agentConfig(admin, "")), f.nodeA, ann(kube.AnnotationState, "converged")), "bound to (none)")
+	wantDenied(t, "agent bound to no node patches A", patch(kubetest.Client(t, kubetest.AgentConfig(admin, "")), f.nodeA, ann(kube.AnnotationState, "converged")), "bound to (none)")
 
 	// Its own node: only its annotations, only spec.unschedulable.
 	const own = "may change only its own annotations"
@@ -419,8 +360,11 @@ func TestDeployNodePatchOwnNodeOwnFields(t *testing.T) {
 func TestDeployAgentTokens(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
+	if kubetest.NodeNameExtra != nodeNameExtra {
+		t.Fatalf("kubetest impersonates agents with the extra %q; the agent reads %q", kubetest.NodeNameExtra, nodeNameExtra)
+	}
 	admin := kubetest.Config(t)
-	applyDeploy(t, ctx, admin)
+	kubetest.ApplyDeploy(t, ctx, admin)
 	f := newFixture(t, ctx, kubetest.Client(t, admin))
 	nodeA, err := f.admin.CoreV1().Nodes().Get(ctx, f.nodeA, metav1.GetOptions{})
 	if err != nil {
@@ -466,8 +410,8 @@ func TestDeployAgentTokens(t *testing.T) {
 			if err != nil {
 				t.Fatalf("who am I, with a token bound to %s: %v", bound.Kind, err)
 			}
-			if id.User != agentUser {
-				t.Fatalf("token bound to %s authenticates as %q, want %q", bound.Kind, id.User, agentUser)
+			if id.User != kubetest.AgentUser {
+				t.Fatalf("token bound to %s authenticates as %q, want %q", bound.Kind, id.User, kubetest.AgentUser)
 			}
 			if id.Node == "" {
 				t.Skipf("this API server puts no %s in the user info of a token bound to a %s: "+

@@ -23,15 +23,19 @@ import (
 // another node's, write a Lease that is not a slot, nor write any with a
 // token bound to no node.
 func TestDeployLeaseOwnSlotOnly(t *testing.T) {
+	// It squats hnsplan-rollout-0 by name: no other test's agent may hold
+	// a slot of hnsplan-system meanwhile (its create would fail, or their
+	// agents wait on the squatter).
+	kubetest.OwnSystemNamespace(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	admin := kubetest.Config(t)
-	applyDeploy(t, ctx, admin)
+	kubetest.ApplyDeploy(t, ctx, admin)
 	adminCS := kubetest.Client(t, admin)
 	nodeA, nodeB := kubetest.UniqueName("win-la"), kubetest.UniqueName("win-lb")
-	agentA := kubetest.Client(t, agentConfig(admin, nodeA)).CoordinationV1().Leases(deployNamespace)
-	agentB := kubetest.Client(t, agentConfig(admin, nodeB)).CoordinationV1().Leases(deployNamespace)
-	unbound := kubetest.Client(t, agentConfig(admin, "")).CoordinationV1().Leases(deployNamespace)
+	agentA := kubetest.Client(t, kubetest.AgentConfig(admin, nodeA)).CoordinationV1().Leases(deployNamespace)
+	agentB := kubetest.Client(t, kubetest.AgentConfig(admin, nodeB)).CoordinationV1().Leases(deployNamespace)
+	unbound := kubetest.Client(t, kubetest.AgentConfig(admin, "")).CoordinationV1().Leases(deployNamespace)
 	lease := func(name, holder string) *coordinationv1.Lease {
 		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{rollout.SlotLabel: "999"}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To(int32(5))}}
@@ -42,7 +46,7 @@ func TestDeployLeaseOwnSlotOnly(t *testing.T) {
 			_ = adminCS.CoordinationV1().Leases(deployNamespace).Delete(context.Background(), n, metav1.DeleteOptions{})
 		}
 	})
-	waitForPolicy(t, "lease policy", "hold a slot only for its own node", func() error {
+	kubetest.WaitForPolicy(t, "lease policy", "hold a slot only for its own node", func() error {
 		name := kubetest.UniqueName(rollout.NamePrefix + "probe")
 		probes = append(probes, name)
 		_, err := agentB.Create(ctx, lease(name, nodeA), metav1.CreateOptions{})
@@ -50,7 +54,7 @@ func TestDeployLeaseOwnSlotOnly(t *testing.T) {
 	})
 
 	// What the agent does, through its own code.
-	slots := &rollout.Slots{Leases: kubetest.Client(t, agentConfig(admin, nodeA)).CoordinationV1(), Namespace: deployNamespace,
+	slots := &rollout.Slots{Leases: kubetest.Client(t, kubetest.AgentConfig(admin, nodeA)).CoordinationV1(), Namespace: deployNamespace,
 		Holder: nodeA, Max: 1000, Duration: 5 * time.Second}
 	name, ok, err := slots.Acquire(ctx)
 	if err != nil || !ok {
@@ -91,7 +95,7 @@ func TestDeployLeaseOwnSlotOnly(t *testing.T) {
 	denied("an agent token bound to no node creates a slot", "token bound to its node", err)
 
 	// (The policy may have just changed: wait for its duration rule.)
-	waitForPolicy(t, "lease policy", "leaseDurationSeconds from 1 to 300", func() error {
+	kubetest.WaitForPolicy(t, "lease policy", "leaseDurationSeconds from 1 to 300", func() error {
 		long := kubetest.UniqueName(rollout.NamePrefix + "hour")
 		hour := lease(long, nodeA)
 		hour.Spec.LeaseDurationSeconds = ptr.To(int32(3600))
@@ -132,7 +136,7 @@ func TestDeployLeaseOwnSlotOnly(t *testing.T) {
 	}
 	probes = append(probes, squat)
 	clock := time.Now()
-	taker := &rollout.Slots{Leases: kubetest.Client(t, agentConfig(admin, nodeA)).CoordinationV1(), Namespace: deployNamespace,
+	taker := &rollout.Slots{Leases: kubetest.Client(t, kubetest.AgentConfig(admin, nodeA)).CoordinationV1(), Namespace: deployNamespace,
 		Holder: nodeA, Max: 1, Duration: 5 * time.Second, Windows: map[string]bool{nodeA: true, nodeB: true},
 		Now: func() time.Time { return clock }}
 	if got, ok, err := taker.Acquire(ctx); err != nil || ok {
