@@ -1,0 +1,584 @@
+package acl
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/hnsplan/hnsplan/compiler/plan"
+)
+
+// Optimising a flattened list.
+//
+// A flattened list is first-match: the first rule whose protocol, remote
+// address and ports match a packet decides it, and the last rule matches
+// everything (a tier's end or the profile). optimise rewrites such a list
+// into one that decides every IPv4 packet the same way (Windows pod
+// networking is IPv4: the renderer already drops IPv6 prefixes) with fewer
+// rules and fewer remote addresses. Every step is exact:
+//
+//   - Shadow: the addresses of a rule that earlier rules covering its
+//     whole header (protocols and ports) already decide never reach it.
+//   - Redundancy: the addresses of a rule for which every packet of its
+//     header that falls through would get the same verdict from the rules
+//     after it anyway need not be in it. A rule left with no address that
+//     matters is dropped (a Block of the metadata address before a tier
+//     end that blocks it too).
+//   - Cover: between the addresses it must keep and the addresses it must
+//     not take (where the rules after it decide otherwise), a rule's
+//     address set is replaced by the fewest prefixes in between: a
+//     complement full of holes the rest blocks anyway becomes 0.0.0.0/0.
+//   - Block before Allow: where the holes a rule must not take are decided
+//     by the rest with the other action, one rule of that action over the
+//     holes, then the rule over every address, replace a long complement.
+//   - Merge: rules of one action that differ in one dimension only
+//     (addresses, local ports, remote ports or protocols) become one where
+//     bringing them together changes no packet's first match.
+
+// orule is a rule being optimised: its IPv4 addresses as ranges
+// (all of them for "any"), and as the prefixes it will be written with.
+type orule struct {
+	c     concrete
+	addrs ranges
+	ps    []netip.Prefix
+}
+
+// headerIntersects reports whether some packet matches both a's and b's
+// protocols and ports; headerCovers, whether every packet of b's does a's.
+func headerIntersects(a, b *concrete) bool {
+	return !a.proto.intersect(b.proto).empty() && !a.localPorts.intersect(b.localPorts).empty() &&
+		!a.remotePorts.intersect(b.remotePorts).empty()
+}
+
+func headerCovers(a, b *concrete) bool {
+	return protoCovers(a.proto, b.proto) && portsCover(a.localPorts, b.localPorts) && portsCover(a.remotePorts, b.remotePorts)
+}
+
+func protoCovers(a, b protoSet) bool {
+	if a.any {
+		return true
+	}
+	if b.any {
+		return false
+	}
+	for _, n := range b.nums {
+		if !slices.Contains(a.nums, n) {
+			return false
+		}
+	}
+	return true
+}
+
+func portsCover(a, b portSet) bool {
+	if a.any {
+		return true
+	}
+	if b.any {
+		return false
+	}
+	for _, r := range b.ranges {
+		if !slices.ContainsFunc(a.ranges, func(x plan.PortRange) bool { return x.First <= r.First && r.Last <= x.Last }) {
+			return false
+		}
+	}
+	return true
+}
+
+// optimise returns list rewritten as described above. A list that does
+// not end with a rule matching everything is returned as it is.
+//
+// The work grows with the square of the list's length: a list longer than
+// maxOptimise rules is returned as it is (exact, only longer).
+func optimise(list []concrete) []concrete {
+	if len(list) == 0 || len(list) > maxOptimise || !list[len(list)-1].catchAll() {
+		return list
+	}
+	rules := make([]orule, 0, len(list))
+	for _, c := range list {
+		r := orule{c: c, addrs: allAddrs, ps: []netip.Prefix{v4All}}
+		if !c.remote.any {
+			r.ps = c.remote.ps
+			if slices.ContainsFunc(r.ps, func(p netip.Prefix) bool { return !p.Addr().Is4() }) {
+				r.ps = ipv4Only(r.ps)
+			}
+			r.addrs = rangesOf(r.ps)
+		}
+		if len(r.addrs) == 0 {
+			continue // matches no IPv4 packet
+		}
+		rules = append(rules, r)
+	}
+	rules = reduce(rules)
+	rules = merge(rules)
+	rules = reduce(rules)
+	out := make([]concrete, len(rules))
+	for i, r := range rules {
+		c := r.c
+		switch {
+		case len(r.ps) == 1 && r.ps[0] == v4All:
+			if !c.remote.any {
+				c.remote, c.remoteChunks = anyAddr, nil
+			}
+		case c.remote.any || !slices.Equal(r.ps, c.remote.ps):
+			c.remote, c.remoteChunks = prefixSet{ps: r.ps}, nil
+		}
+		out[i] = c
+	}
+	return out
+}
+
+// reduce applies shadow, redundancy, cover and block-before-allow to each
+// rule but the last, from the end: each rule is judged against the rules
+// after it as they already are, and the rules before it as they were.
+func reduce(rules []orule) []orule {
+	for i := len(rules) - 2; i >= 0; i-- {
+		r := &rules[i]
+		var shadow ranges
+		for j := range i {
+			if headerCovers(&rules[j].c, &r.c) {
+				shadow = shadow.union(rules[j].addrs)
+			}
+		}
+		live := r.addrs.minus(shadow)
+		needed, differ := decided(rules[i+1:], &r.c)
+		must := live.intersect(needed)
+		if len(must) == 0 {
+			rules = slices.Delete(rules, i, i+1)
+			continue
+		}
+		forbidden := needed.minus(r.addrs).minus(shadow)
+		cover := r.ps
+		if same := slices.Equal(must, r.addrs); !same || must.size()+forbidden.size() < 1<<32 {
+			free := allAddrs.minus(must).minus(forbidden)
+			if !same || countIn(0, 0, must, forbidden, free, r.ps) < len(r.ps) {
+				cover = coverIn(0, 0, must, forbidden, free, make([]netip.Prefix, 0, len(must)))
+			}
+		}
+		// Block before Allow: the holes (forbidden) in a rule of the other
+		// action, where the rest decides them with that action anyway:
+		// outside r's live addresses where no packet of r's header is
+		// decided with r's action, or where r is shadowed.
+		if len(forbidden) > 0 && separated(forbidden, live)+2 < len(cover) {
+			room := allAddrs.minus(live).minus(differ).union(shadow)
+			if len(forbidden.minus(room)) == 0 && holesAtLeast(room, forbidden)+2 < len(cover) &&
+				countCover(forbidden, allAddrs.minus(room))+2 < len(cover) {
+				holes := minCover(forbidden, allAddrs.minus(room))
+				{
+					hole := orule{c: r.c, addrs: rangesOf(holes), ps: holes}
+					hole.c.action = opposite(r.c.action)
+					hole.c.remoteChunks = nil
+					r.addrs, r.ps = allAddrs, []netip.Prefix{v4All}
+					rules = slices.Insert(rules, i, hole)
+					continue
+				}
+			}
+		}
+		if !slices.Equal(cover, r.ps) {
+			r.addrs, r.ps = rangesOf(cover), cover
+		}
+	}
+	return rules
+}
+
+func opposite(action string) string {
+	if action == "Allow" {
+		return "Deny"
+	}
+	return "Allow"
+}
+
+// decided follows the packets of c's header through rules (a suffix of
+// the list, ending with a rule matching everything) and returns the
+// addresses for which some packet is decided with an action other than
+// c's (needed: a rule of c's action must keep them to keep their verdict),
+// and those for which some packet is decided with c's action (differ: a
+// rule of the other action must not take them).
+func decided(rules []orule, c *concrete) (needed, differ ranges) {
+	undecided := allAddrs
+	for k := range rules {
+		s := &rules[k]
+		if !headerIntersects(&s.c, c) {
+			continue
+		}
+		x := undecided.intersect(s.addrs)
+		if s.c.action != c.action {
+			needed = needed.union(x)
+		} else {
+			differ = differ.union(x)
+		}
+		if headerCovers(&s.c, c) {
+			undecided = undecided.minus(s.addrs)
+			if len(undecided) == 0 {
+				break
+			}
+		}
+	}
+	return needed, differ
+}
+
+// coverIn appends to out the fewest prefixes inside the prefix of bits
+// bits at base that hold must and none of forbidden; free is what is in
+// neither. Of the three, only the ranges that overlap the prefix are
+// given.
+func coverIn(base uint32, bits int, must, forbidden, free ranges, out []netip.Prefix) []netip.Prefix {
+	if len(must) == 0 {
+		return out
+	}
+	if len(forbidden) == 0 || bits == 32 {
+		// (bits == 32 with both cannot happen: must and forbidden are
+		// disjoint.)
+		return append(out, netip.PrefixFrom(addrOf(base), bits))
+	}
+	last := base | uint32(uint64(1)<<(32-bits)-1)
+	if len(free) == 0 {
+		// Nothing to choose here: must, exactly.
+		for _, r := range must {
+			out = appendPrefixes(out, max(r.lo, base), min(r.hi, last))
+		}
+		return out
+	}
+	half := uint32(1) << (31 - bits)
+	mid := base | half
+	out = coverIn(base, bits+1, must.window(base, mid-1), forbidden.window(base, mid-1), free.window(base, mid-1), out)
+	return coverIn(mid, bits+1, must.window(mid, last), forbidden.window(mid, last), free.window(mid, last), out)
+}
+
+// countIn is the length of coverIn's list for a must that ps, the
+// canonical prefixes of its addresses, holds exactly.
+func countIn(base uint32, bits int, must, forbidden, free ranges, ps []netip.Prefix) int {
+	if len(must) == 0 {
+		return 0
+	}
+	if len(forbidden) == 0 || bits == 32 {
+		return 1
+	}
+	last := base | uint32(uint64(1)<<(32-bits)-1)
+	if len(free) == 0 && ps == nil {
+		n := 0
+		for _, r := range must {
+			n += countPrefixes(max(r.lo, base), min(r.hi, last))
+		}
+		return n
+	}
+	if len(free) == 0 {
+		i, _ := slices.BinarySearchFunc(ps, base, func(p netip.Prefix, v uint32) int { return cmpU32(u32(p.Addr()), v) })
+		j, _ := slices.BinarySearchFunc(ps[i:], last, func(p netip.Prefix, v uint32) int {
+			if u32(p.Addr()) <= v {
+				return -1
+			}
+			return 1
+		})
+		return j
+	}
+	half := uint32(1) << (31 - bits)
+	mid := base | half
+	return countIn(base, bits+1, must.window(base, mid-1), forbidden.window(base, mid-1), free.window(base, mid-1), ps) +
+		countIn(mid, bits+1, must.window(mid, last), forbidden.window(mid, last), free.window(mid, last), ps)
+}
+
+func cmpU32(a, b uint32) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// countPrefixes is the number of prefixes appendPrefixes makes of [lo, hi].
+func countPrefixes(lo, hi uint32) int {
+	n := 0
+	for v := uint64(lo); v <= uint64(hi); n++ {
+		bits := 32
+		for bits > 0 {
+			size := uint64(1) << (33 - bits)
+			if v%size != 0 || v+size-1 > uint64(hi) {
+				break
+			}
+			bits--
+		}
+		v += uint64(1) << (32 - bits)
+	}
+	return n
+}
+
+// appendPrefixes appends the fewest prefixes that make up [lo, hi].
+func appendPrefixes(out []netip.Prefix, lo, hi uint32) []netip.Prefix {
+	for v := uint64(lo); v <= uint64(hi); {
+		bits := 32
+		// The largest aligned block at v that ends at or before hi.
+		for bits > 0 {
+			size := uint64(1) << (33 - bits)
+			if v%size != 0 || v+size-1 > uint64(hi) {
+				break
+			}
+			bits--
+		}
+		out = append(out, netip.PrefixFrom(addrOf(uint32(v)), bits))
+		v += uint64(1) << (32 - bits)
+	}
+	return out
+}
+
+// window returns the ranges of a that overlap [lo, hi].
+func (a ranges) window(lo, hi uint32) ranges {
+	i, _ := slices.BinarySearchFunc(a, lo, func(r addrRange, v uint32) int {
+		if r.hi < v {
+			return -1
+		}
+		return 1
+	})
+	j, _ := slices.BinarySearchFunc(a[i:], hi, func(r addrRange, v uint32) int {
+		if r.lo <= v {
+			return -1
+		}
+		return 1
+	})
+	return a[i : i+j]
+}
+
+// merge joins rules of one action that differ in one dimension, where
+// moving the later one up to the earlier changes no first match: every
+// rule in between has the same action, or matches none of its packets.
+// The last rule (matching everything) stays where it is.
+func merge(rules []orule) []orule {
+	for i := 0; i < len(rules); i++ {
+		for j := i + 1; j < len(rules)-1; j++ {
+			a, b := &rules[i], &rules[j]
+			if a.c.action != b.c.action {
+				continue
+			}
+			m, ok := joined(a, b)
+			if !ok || !movable(rules[i+1:j], b) {
+				continue
+			}
+			rules[i] = m
+			rules = slices.Delete(rules, j, j+1)
+			j = i // look again from i: the merged rule may join more
+		}
+	}
+	return rules
+}
+
+// movable reports whether r can move up over between.
+func movable(between []orule, r *orule) bool {
+	for k := range between {
+		s := &between[k]
+		if s.c.action != r.c.action && headerIntersects(&s.c, &r.c) && len(s.addrs.intersect(r.addrs)) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// joined returns the union of a and b when it is one rule: they differ in
+// one dimension at most.
+func joined(a, b *orule) (orule, bool) {
+	m := *a
+	sameAddrs := slices.Equal(a.addrs, b.addrs)
+	sameProto := protoCovers(a.c.proto, b.c.proto) && protoCovers(b.c.proto, a.c.proto)
+	sameLocal := portsCover(a.c.localPorts, b.c.localPorts) && portsCover(b.c.localPorts, a.c.localPorts)
+	sameRemote := portsCover(a.c.remotePorts, b.c.remotePorts) && portsCover(b.c.remotePorts, a.c.remotePorts)
+	switch {
+	case sameProto && sameLocal && sameRemote:
+		if !sameAddrs {
+			m.addrs = a.addrs.union(b.addrs)
+			m.ps = normalize(append(slices.Clone(a.ps), b.ps...))
+		}
+	case sameAddrs && sameProto && sameRemote:
+		m.c.localPorts = unionPorts(a.c.localPorts, b.c.localPorts)
+	case sameAddrs && sameProto && sameLocal:
+		m.c.remotePorts = unionPorts(a.c.remotePorts, b.c.remotePorts)
+	case sameAddrs && sameLocal && sameRemote && !a.c.proto.any && !b.c.proto.any:
+		nums := slices.Clone(a.c.proto.nums)
+		for _, n := range b.c.proto.nums {
+			if !slices.Contains(nums, n) {
+				nums = append(nums, n)
+			}
+		}
+		slices.Sort(nums)
+		if !(a.c.localPorts.any && a.c.remotePorts.any) && slices.ContainsFunc(nums, func(n int) bool { return n != 6 && n != 17 }) {
+			return m, false // ports go with TCP and UDP only
+		}
+		m.c.proto = protoSet{nums: nums}
+	default:
+		return m, false
+	}
+	return m, true
+}
+
+func unionPorts(a, b portSet) portSet {
+	if a.any || b.any {
+		return anyPort
+	}
+	return portsOf(append(slices.Clone(a.ranges), b.ranges...))
+}
+
+// maxOptimise is the longest list optimise rewrites.
+const maxOptimise = 1000
+
+// v4All is the IPv4 address space, the universe the optimiser works in.
+var v4All = netip.MustParsePrefix("0.0.0.0/0")
+
+// ranges is a set of IPv4 addresses as sorted, disjoint, non-adjacent
+// inclusive ranges: complements stay as short as the sets.
+type ranges []addrRange
+
+type addrRange struct{ lo, hi uint32 }
+
+var allAddrs = ranges{{0, 1<<32 - 1}}
+
+func u32(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+func addrOf(v uint32) netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// rangesOf returns the addresses of ps: IPv4 prefixes, sorted and
+// disjoint (a normalised prefixSet's).
+func rangesOf(ps []netip.Prefix) ranges {
+	out := make(ranges, 0, len(ps))
+	for _, p := range ps {
+		lo := u32(p.Masked().Addr())
+		hi := lo | uint32(uint64(1)<<(32-p.Bits())-1)
+		if n := len(out); n > 0 && uint64(out[n-1].hi)+1 >= uint64(lo) {
+			out[n-1].hi = max(out[n-1].hi, hi)
+			continue
+		}
+		out = append(out, addrRange{lo, hi})
+	}
+	return out
+}
+
+func (a ranges) add(out ranges, r addrRange) ranges {
+	if n := len(out); n > 0 && uint64(out[n-1].hi)+1 >= uint64(r.lo) {
+		out[n-1].hi = max(out[n-1].hi, r.hi)
+		return out
+	}
+	return append(out, r)
+}
+
+// union returns a ∪ b.
+func (a ranges) union(b ranges) ranges {
+	if len(a) == 0 {
+		return b
+	}
+	if len(b) == 0 {
+		return a
+	}
+	out := make(ranges, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		if j == len(b) || i < len(a) && a[i].lo <= b[j].lo {
+			out = a.add(out, a[i])
+			i++
+		} else {
+			out = a.add(out, b[j])
+			j++
+		}
+	}
+	return out
+}
+
+// intersect returns a ∩ b.
+func (a ranges) intersect(b ranges) ranges {
+	out := make(ranges, 0, min(len(a), len(b))+1)
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		lo, hi := max(a[i].lo, b[j].lo), min(a[i].hi, b[j].hi)
+		if lo <= hi {
+			out = append(out, addrRange{lo, hi})
+		}
+		if a[i].hi < b[j].hi {
+			i++
+		} else {
+			j++
+		}
+	}
+	return out
+}
+
+// minus returns a − b.
+func (a ranges) minus(b ranges) ranges {
+	if len(b) == 0 || len(a) == 0 {
+		return a
+	}
+	out := make(ranges, 0, len(a)+len(b))
+	j := 0
+	for _, r := range a {
+		lo := uint64(r.lo)
+		for j < len(b) && b[j].hi < r.lo {
+			j++
+		}
+		k := j
+		for ; k < len(b) && b[k].lo <= r.hi; k++ {
+			if uint64(b[k].lo) > lo {
+				out = append(out, addrRange{uint32(lo), b[k].lo - 1})
+			}
+			lo = uint64(b[k].hi) + 1
+		}
+		if lo <= uint64(r.hi) {
+			out = append(out, addrRange{uint32(lo), r.hi})
+		}
+	}
+	return out
+}
+
+// minCover returns the fewest prefixes that hold every address of must
+// and none of forbidden (disjoint from must).
+func minCover(must, forbidden ranges) []netip.Prefix {
+	free := allAddrs.minus(must).minus(forbidden)
+	return coverIn(0, 0, must, forbidden, free, make([]netip.Prefix, 0, len(must)))
+}
+
+// holesAtLeast is a lower bound of the prefixes a cover of forbidden
+// within room takes: one for each range of room that holds some of it.
+func holesAtLeast(room, forbidden ranges) int {
+	n, j := 0, 0
+	for _, r := range room {
+		for j < len(forbidden) && forbidden[j].hi < r.lo {
+			j++
+		}
+		if j < len(forbidden) && forbidden[j].lo <= r.hi {
+			n++
+		}
+	}
+	return n
+}
+
+// countCover is len(minCover(must, forbidden)), without making the list.
+func countCover(must, forbidden ranges) int {
+	return countIn(0, 0, must, forbidden, allAddrs.minus(must).minus(forbidden), nil)
+}
+
+// size is the number of addresses in a.
+func (a ranges) size() uint64 {
+	var n uint64
+	for _, r := range a {
+		n += uint64(r.hi-r.lo) + 1
+	}
+	return n
+}
+
+// separated is a lower bound of holesAtLeast: the ranges of forbidden,
+// less those with no address of live between them and the next (room
+// never holds live addresses).
+func separated(forbidden, live ranges) int {
+	n, j := 0, 0
+	for i := range forbidden {
+		if i == len(forbidden)-1 {
+			n++
+			break
+		}
+		for j < len(live) && live[j].hi < forbidden[i].hi {
+			j++
+		}
+		if j < len(live) && live[j].lo < forbidden[i+1].lo {
+			n++
+		}
+	}
+	return n
+}
