@@ -3,6 +3,7 @@ package acl
 import (
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
@@ -345,7 +346,7 @@ func merge(rules []orule) []orule {
 	for i := 0; i < len(rules); i++ {
 		for j := i + 1; j < len(rules)-1; j++ {
 			a, b := &rules[i], &rules[j]
-			if a.c.action != b.c.action {
+			if a.c.action != b.c.action || policyOf(a.c.id) != policyOf(b.c.id) {
 				continue
 			}
 			m, ok := joined(a, b)
@@ -358,6 +359,17 @@ func merge(rules []orule) []orule {
 		}
 	}
 	return rules
+}
+
+// policyOf is the policy part of a rule id ("<policy id>-<in|out><i>…"),
+// or the id itself (a tier's end, the profile). Only rules of one policy
+// are merged: the merged ACL's Id names the first, and an explanation of
+// a verdict names the ACL's policy and source.
+func policyOf(id string) string {
+	if i := strings.LastIndexByte(id, '-'); i > 0 && (strings.HasPrefix(id[i:], "-in") || strings.HasPrefix(id[i:], "-out")) {
+		return id[:i]
+	}
+	return id
 }
 
 // movable reports whether r can move up over between.
