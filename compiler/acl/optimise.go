@@ -346,7 +346,7 @@ func merge(rules []orule) []orule {
 	for i := 0; i < len(rules); i++ {
 		for j := i + 1; j < len(rules)-1; j++ {
 			a, b := &rules[i], &rules[j]
-			if a.c.action != b.c.action || policyOf(a.c.id) != policyOf(b.c.id) {
+			if a.c.action != b.c.action || ruleOf(a.c.id) != ruleOf(b.c.id) {
 				continue
 			}
 			m, ok := joined(a, b)
@@ -361,13 +361,16 @@ func merge(rules []orule) []orule {
 	return rules
 }
 
-// policyOf is the policy part of a rule id ("<policy id>-<in|out><i>…"),
-// or the id itself (a tier's end, the profile). Only rules of one policy
-// are merged: the merged ACL's Id names the first, and an explanation of
-// a verdict names the ACL's policy and source.
-func policyOf(id string) string {
+// ruleOf is the rule part of a rule id ("<policy id>-<in|out><i>" without
+// a ".<part>"), or the id itself (a tier's end, the profile). Only parts
+// of one rule are merged: the merged ACL's Id names the first, and an
+// explanation of a verdict names the ACL's rule, policy and source — which
+// must be the rule that allows or denies the traffic.
+func ruleOf(id string) string {
 	if i := strings.LastIndexByte(id, '-'); i > 0 && (strings.HasPrefix(id[i:], "-in") || strings.HasPrefix(id[i:], "-out")) {
-		return id[:i]
+		if j := strings.IndexByte(id[i:], '.'); j > 0 {
+			return id[:i+j]
+		}
 	}
 	return id
 }
