@@ -500,6 +500,12 @@ func (a ranges) union(b ranges) ranges {
 
 // intersect returns a ∩ b.
 func (a ranges) intersect(b ranges) ranges {
+	switch {
+	case a.all():
+		return b
+	case b.all():
+		return a
+	}
 	out := make(ranges, 0, min(len(a), len(b))+1)
 	i, j := 0, 0
 	for i < len(a) && j < len(b) {
@@ -568,6 +574,9 @@ func holesAtLeast(room, forbidden ranges) int {
 func countCover(must, forbidden ranges) int {
 	return countIn(0, 0, must, forbidden, allAddrs.minus(must).minus(forbidden), nil)
 }
+
+// all reports whether a is every address.
+func (a ranges) all() bool { return len(a) == 1 && a[0] == allAddrs[0] }
 
 // size is the number of addresses in a.
 func (a ranges) size() uint64 {
