@@ -108,9 +108,12 @@ func optimise(list []concrete) []concrete {
 		}
 		rules = append(rules, r)
 	}
-	rules = reduce(rules)
+	// First without widening any rule: a widened rule that a rule before
+	// it only partly overlaps keeps that rule (decided is conservative
+	// there), and keeps rules from merging. Then with.
+	rules = reduce(rules, false)
 	rules = merge(rules)
-	rules = reduce(rules)
+	rules = reduce(rules, true)
 	out := make([]concrete, len(rules))
 	for i, r := range rules {
 		c := r.c
@@ -127,10 +130,10 @@ func optimise(list []concrete) []concrete {
 	return out
 }
 
-// reduce applies shadow, redundancy, cover and block-before-allow to each
-// rule but the last, from the end: each rule is judged against the rules
+// reduce applies shadow and redundancy, and with widen cover and
+// block-before-allow, to each rule but the last, from the end: each rule is judged against the rules
 // after it as they already are, and the rules before it as they were.
-func reduce(rules []orule) []orule {
+func reduce(rules []orule, widen bool) []orule {
 	for i := len(rules) - 2; i >= 0; i-- {
 		r := &rules[i]
 		var shadow ranges
@@ -148,6 +151,17 @@ func reduce(rules []orule) []orule {
 		}
 		forbidden := needed.minus(r.addrs).minus(shadow)
 		cover := r.ps
+		if !widen {
+			// Keep the addresses that matter, exactly.
+			if !slices.Equal(must, r.addrs) {
+				cover = nil
+				for _, x := range must {
+					cover = appendPrefixes(cover, x.lo, x.hi)
+				}
+				r.addrs, r.ps = must, cover
+			}
+			continue
+		}
 		if same := slices.Equal(must, r.addrs); !same || must.size()+forbidden.size() < 1<<32 {
 			free := allAddrs.minus(must).minus(forbidden)
 			if !same || countIn(0, 0, must, forbidden, free, r.ps) < len(r.ps) {
