@@ -88,12 +88,14 @@ func portsCover(a, b portSet) bool {
 // not end with a rule matching everything is returned as it is.
 //
 // The work grows with the square of the list's length: a list longer than
-// maxOptimise rules is returned as it is (exact, only longer).
+// maxOptimise rules, or past maxWork, is returned as it is (exact, only
+// longer).
 func optimise(list []concrete) []concrete {
 	if len(list) == 0 || len(list) > maxOptimise || !list[len(list)-1].catchAll() {
 		return list
 	}
 	rules := make([]orule, 0, len(list))
+	work := 0 // address ranges, all rules
 	for _, c := range list {
 		r := orule{c: c, addrs: allAddrs, ps: []netip.Prefix{v4All}}
 		if !c.remote.any {
@@ -107,6 +109,10 @@ func optimise(list []concrete) []concrete {
 			continue // matches no IPv4 packet
 		}
 		rules = append(rules, r)
+		work += len(r.addrs)
+	}
+	if work*len(rules) > maxWork {
+		return list
 	}
 	// First without widening any rule: a widened rule that a rule before
 	// it only partly overlaps keeps that rule (decided is conservative
@@ -322,5 +328,11 @@ func unionPorts(a, b portSet) portSet {
 	return portsOf(append(slices.Clone(a.ranges), b.ranges...))
 }
 
-// maxOptimise is the longest list optimise rewrites.
-const maxOptimise = 1000
+// maxOptimise is the longest list optimise rewrites, and maxWork bounds
+// its work (rules × address ranges of all rules: each rule is judged
+// against the others' sets): a large cluster's node takes about 30,000 a
+// list; a hostile list past the bound is left as it is.
+const (
+	maxOptimise = 1000
+	maxWork     = 1 << 26
+)
