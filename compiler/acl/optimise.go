@@ -184,14 +184,15 @@ func reduce(rules []orule, widen bool) []orule {
 			if len(forbidden.minus(room)) == 0 && holesAtLeast(room, forbidden)+2 < len(cover) &&
 				countCover(forbidden, allAddrs.minus(room))+2 < len(cover) {
 				holes := minCover(forbidden, allAddrs.minus(room))
-				{
-					hole := orule{c: r.c, addrs: rangesOf(holes), ps: holes}
-					hole.c.action = opposite(r.c.action)
-					hole.c.remoteChunks = nil
-					r.addrs, r.ps = allAddrs, []netip.Prefix{v4All}
-					rules = slices.Insert(rules, i, hole)
-					continue
-				}
+				hole := orule{c: r.c, addrs: rangesOf(holes), ps: holes}
+				hole.c.action = opposite(r.c.action)
+				hole.c.remoteChunks = nil
+				// Named after the rule that decided the holes (the tier's
+				// end, mostly): an explanation of a verdict names it.
+				hole.c.id = decider(rules[i+1:], &hole)
+				r.addrs, r.ps = allAddrs, []netip.Prefix{v4All}
+				rules = slices.Insert(rules, i, hole)
+				continue
 			}
 		}
 		if !slices.Equal(cover, r.ps) {
@@ -199,6 +200,18 @@ func reduce(rules []orule, widen bool) []orule {
 		}
 	}
 	return rules
+}
+
+// decider returns the id of the first of rules with h's action that
+// takes some of h's packets: the rule that decided them before h.
+func decider(rules []orule, h *orule) string {
+	for k := range rules {
+		s := &rules[k]
+		if s.c.action == h.c.action && headerIntersects(&s.c, &h.c) && len(s.addrs.intersect(h.addrs)) > 0 {
+			return s.c.id
+		}
+	}
+	return h.c.id
 }
 
 func opposite(action string) string {
