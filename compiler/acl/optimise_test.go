@@ -365,3 +365,38 @@ func (g progGen) list() []concrete {
 	}
 	return append(out, last)
 }
+
+// TestOptimiseBounded: a list past maxOptimise rules, or past maxWork,
+// is left as it is, and one within both is rewritten.
+func TestOptimiseBounded(t *testing.T) {
+	list := func(n, addrs int) []concrete {
+		var out []concrete
+		for i := range n {
+			var ps []netip.Prefix
+			for k := range addrs {
+				ps = append(ps, netip.PrefixFrom(addrOf(uint32(i*addrs+k)*2), 32)) // never adjacent
+			}
+			c := allowAll(fmt.Sprintf("r%d", i))
+			c.action, c.remote = "Deny", setOf(ps) // all redundant before the end
+			out = append(out, c)
+		}
+		end := allowAll("end")
+		end.action = "Deny"
+		return append(out, end)
+	}
+	for _, c := range []struct {
+		rules, addrs int
+		optimised    bool
+	}{
+		{10, 10, true},
+		{maxOptimise - 1, 1, true}, // and the end: maxOptimise
+		{maxOptimise, 1, false},
+		{200, maxWork/(201*200) + 1, false},
+	} {
+		l := list(c.rules, c.addrs)
+		got := optimise(l)
+		if optimised := len(got) != len(l); optimised != c.optimised {
+			t.Errorf("%d rules of %d addresses: %d rules after, want optimised %v", c.rules, c.addrs, len(got), c.optimised)
+		}
+	}
+}
