@@ -1392,25 +1392,39 @@ func (sc *scenario) run() {
 	if sc.world == nil {
 		sc.buildWorld(nil)
 	}
+	// Verdicts are those of the lists we ship (optimised); the fields
+	// compared with Felix's are those of the rule-by-rule rendering
+	// (rendered, unoptimised): what each Calico rule becomes. Both must
+	// decide every probe alike (checked below).
 	r := acl.NewRenderer(sc.prog, sc.world)
+	plain := acl.NewRenderer(sc.prog, sc.world).Unoptimised()
 	sc.rendered = map[netip.Addr][]plan.ACL{}
 	sc.lists = map[netip.Addr]*sim.List{}
+	plainLists := map[netip.Addr]*sim.List{}
 	remotes := sc.probes.clone()
 	for _, ep := range sc.eps {
 		in, out, err := r.Render(sc.pods[ep])
 		if err != nil {
 			c.Fatalf("render %s: %v", ep, err)
 		}
-		all := append(in, out...)
-		sc.rendered[ep] = all
-		checkOurLayout(c, ep, in, "In")
-		checkOurLayout(c, ep, out, "Out")
+		pin, pout, err := plain.Render(sc.pods[ep])
+		if err != nil {
+			c.Fatalf("render %s: %v", ep, err)
+		}
+		all, plainAll := append(in, out...), append(pin, pout...)
+		sc.rendered[ep] = plainAll
+		for _, l := range [][]plan.ACL{in, out, pin, pout} {
+			checkOurLayout(c, ep, l, l[len(l)-1].Direction)
+		}
 		l, err := sim.Compile(all)
 		if err != nil {
 			c.Fatalf("%s: our ACLs do not parse: %v", ep, err)
 		}
 		sc.lists[ep] = l
-		for _, a := range all {
+		if plainLists[ep], err = sim.Compile(plainAll); err != nil {
+			c.Fatalf("%s: our ACLs do not parse: %v", ep, err)
+		}
+		for _, a := range append(all, plainAll...) {
 			for _, s := range splitList(a.RemoteAddresses) {
 				remotes.prefix(parseNet(c, s))
 			}
@@ -1423,6 +1437,10 @@ func (sc *scenario) run() {
 	}
 	sc.remotes = remotes.sortedAddrs()
 	sc.probes = remotes
+	diffs, n := sc.compare(sc.ours, func(ep netip.Addr, dir string, p sim.Packet) bool {
+		return plainLists[ep].Evaluate(dir, p).Allowed
+	})
+	c.check(n == 0, "optimised vs unoptimised: %d of %d probes differ:\n%s", n, sc.probeCount(), strings.Join(diffs, "\n"))
 }
 
 // checkOurLayout asserts the deliberate layout of every list we render:
@@ -2210,7 +2228,9 @@ func renderRules(c *checker, rules []plan.PolicyRule) ([]plan.ACL, error) {
 	prog := &plan.Program{Tiers: []plan.Tier{{Name: "default", DefaultAction: "Deny",
 		Policies: []plan.NetworkPolicy{{ID: "p", Selector: "all()", Ingress: true, IngressRules: rules}}}}}
 	pod := &acl.Pod{Namespace: "ns1", Name: "ep", IP: defaultEP}
-	in, _, err := acl.NewRenderer(prog, acl.NewWorld([]*acl.Pod{pod}, nil, nil)).Render(pod)
+	// Unoptimised: the priority vectors are about how many ACLs rules
+	// become, one for one (the optimiser would merge these).
+	in, _, err := acl.NewRenderer(prog, acl.NewWorld([]*acl.Pod{pod}, nil, nil)).Unoptimised().Render(pod)
 	return in, err
 }
 

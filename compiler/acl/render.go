@@ -33,6 +33,18 @@ type Renderer struct {
 	members   map[string]prefixSet // by "ns|sel|nssel": the addresses of the pods matched
 	remotes   map[*plan.PolicyRule][]remotePart
 	errs      map[string]error
+
+	// unoptimised leaves the flattened list as it is (the property test
+	// compares the two).
+	unoptimised bool
+}
+
+// Unoptimised makes r leave each flattened list as it is, without the
+// optimiser (optimise.go): for measuring what the optimiser saves, and
+// for comparing verdicts. It returns r.
+func (r *Renderer) Unoptimised() *Renderer {
+	r.unoptimised = true
+	return r
 }
 
 // NewRenderer returns a renderer of prog over world.
@@ -137,6 +149,9 @@ func (r *Renderer) direction(ep *Pod, ingress bool, hostAddrs []netip.Addr) ([]p
 	} else {
 		memo := map[int][]concrete{}
 		list = flatten(tiers, 0, dir, memo)
+	}
+	if !r.unoptimised {
+		list = optimise(list)
 	}
 	return r.acls(list, ep, ingress, hostAddrs)
 }

@@ -20,6 +20,13 @@
 //   - and, as Calico installs them, an Allow of RuleType Host at priority 0
 //     for each direction, which the l2bridge host path needs.
 //
+// The flattened list is then optimised (optimise.go): rules and addresses
+// that cannot change a verdict are dropped, address sets are replaced by
+// the fewest prefixes that decide alike, and the parts of one rule that
+// differ in one dimension become one ACL. Every IPv4 packet is decided as
+// by the list rule for rule; a list of more than 1,000 rules is left as it
+// is.
+//
 // Every rule is specialised to the endpoint: a constraint on the local side
 // (the destination of ingress, the source of egress) is evaluated here —
 // the rule is dropped if the endpoint does not satisfy it, and the
