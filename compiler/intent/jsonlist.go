@@ -1,0 +1,173 @@
+package intent
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hnsplan/hnsplan/compiler/diag"
+)
+
+// A span is where one item of a JSON v1 List is written: its bytes and
+// the line and column (as the YAML parser counts them: 1-based, in
+// characters) of its first byte.
+type span struct {
+	start, end int
+	line, col  int
+}
+
+// jsonListItems returns where each item of data is written if data is a
+// single JSON object that is a v1 List — what `kubectl get -o json` writes
+// — and nil otherwise (ok false): not JSON, not a List, a key written
+// twice, items not an array. It allocates next to nothing (a span per
+// item): reading such a List through the YAML parser whole builds a tree
+// of ~270 bytes a value, 360 MB for a 30,000-pod inventory, while each
+// item alone is a few kilobytes. A List it refuses is read as before.
+func jsonListItems(data []byte) (items []span, ok bool) {
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(data) {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	seen := map[string]bool{}
+	var apiVersion, kind string
+	haveItems := false
+	pos := position{data: data, line: 1, col: 1}
+	for dec.More() {
+		t, err := dec.Token()
+		key, isKey := t.(string)
+		if err != nil || !isKey || seen[key] {
+			return nil, false
+		}
+		seen[key] = true
+		switch key {
+		case "apiVersion", "kind":
+			v, err := dec.Token()
+			s, isStr := v.(string)
+			if err != nil || !isStr {
+				return nil, false
+			}
+			if key == "kind" {
+				kind = s
+			} else {
+				apiVersion = s
+			}
+		case "items":
+			if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+				return nil, false
+			}
+			haveItems = true
+			for dec.More() {
+				var raw json.RawMessage
+				off := int(dec.InputOffset())
+				if err := dec.Decode(&raw); err != nil {
+					return nil, false
+				}
+				// The decoder's offset is before the separator and
+				// white space that precede the item.
+				start := off + bytes.IndexByte(data[off:], raw[0])
+				line, col := pos.advance(start)
+				items = append(items, span{start: start, end: start + len(raw), line: line, col: col})
+			}
+			if t, err := dec.Token(); err != nil || t != json.Delim(']') {
+				return nil, false
+			}
+		default:
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return nil, false
+			}
+		}
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false
+	}
+	if apiVersion != "v1" || kind != "List" || !haveItems {
+		return nil, false
+	}
+	return items, true
+}
+
+// position counts lines and columns forward through data as the YAML
+// parser does: columns in characters, and CR LF, CR, LF, NEL, LS and PS
+// each a line break (JSON allows the last three raw inside a string).
+type position struct {
+	data      []byte
+	off       int
+	line, col int
+}
+
+// advance moves to off (at or after the last one) and returns its line
+// and column.
+func (p *position) advance(off int) (line, col int) {
+	for p.off < off {
+		r, n := utf8.DecodeRune(p.data[p.off:])
+		if r == '\r' && p.off+1 < len(p.data) && p.data[p.off+1] == '\n' {
+			n = 2
+		}
+		p.off += n
+		switch r {
+		case '\r', '\n', '\u0085', '\u2028', '\u2029':
+			p.line, p.col = p.line+1, 1
+		default:
+			p.col++
+		}
+	}
+	return p.line, p.col
+}
+
+// parseItem parses the item of a JSON List at s as the YAML parser would
+// within the whole file: the same tree, at the same lines and columns.
+func parseItem(data []byte, s span) (*yaml.Node, error) {
+	var n yaml.Node
+	if err := yaml.Unmarshal(data[s.start:s.end], &n); err != nil {
+		return nil, err
+	}
+	if len(n.Content) == 0 {
+		return nil, io.ErrUnexpectedEOF
+	}
+	shift(n.Content[0], s.line-1, s.col-1)
+	return n.Content[0], nil
+}
+
+// shift moves a tree parsed alone to where it is written: every line down
+// by lines, and the columns of what is on its first line right by cols.
+func shift(n *yaml.Node, lines, cols int) {
+	if n.Line == 1 {
+		n.Column += cols
+	}
+	n.Line += lines
+	for _, c := range n.Content {
+		shift(c, lines, cols)
+	}
+}
+
+// forEachJSONItem is forEachObject on a JSON List whose items are at
+// items (jsonListItems): each item is parsed, handed to fn and dropped
+// before the next, so that only one item's tree is alive at a time.
+func forEachJSONItem(file string, data []byte, items []span, rule string, errs *diag.List, fn func(obj *yaml.Node, src Source, apiVersion, kind string)) {
+	for i, s := range items {
+		item, err := parseItem(data, s)
+		if err != nil {
+			// Valid JSON that the YAML parser refuses: as a syntax
+			// error in the whole file, it ends the file.
+			msg := strings.TrimPrefix(err.Error(), "yaml: ")
+			errs.Errorf(rule, diag.Pos{File: file, Line: s.line}, "", "invalid YAML: %s (document 1, item %d)", msg, i+1)
+			return
+		}
+		isrc := Source{File: file, Doc: 1, Item: i + 1, Pos: nodePos(file, item), node: item}
+		if av, k, ok := typeOf(item, isrc, rule, errs); ok {
+			fn(item, isrc, av, k)
+		}
+	}
+}
