@@ -67,7 +67,7 @@ func (inv *Inventory) add(obj *yaml.Node, src Source, apiVersion, kind string, e
 	switch apiVersion + " " + kind {
 	case "v1 Pod":
 		var p Pod
-		into(&p.Pod)
+		into(&p)
 		p.Source = src
 		inv.Pods = append(inv.Pods, p)
 	case "v1 Namespace":
