@@ -155,19 +155,80 @@ func shift(n *yaml.Node, lines, cols int) {
 // forEachJSONItem is forEachObject on a JSON List whose items are at
 // items (jsonListItems): each item is parsed, handed to fn and dropped
 // before the next, so that only one item's tree is alive at a time.
+//
+// One YAML decoder reads them all, as the documents of a stream that
+// writes each item after a document marker ("--- ITEM\n", itemStream):
+// a parser per item would grow its buffers anew 30,000 times. No line of
+// a JSON value can start with "---" or "...", so the markers are the only
+// document boundaries.
 func forEachJSONItem(file string, data []byte, items []span, rule string, errs *diag.List, fn func(obj *yaml.Node, src Source, apiVersion, kind string)) {
+	dec := yaml.NewDecoder(&itemStream{data: data, items: items})
+	pos := position{data: data, line: 1, col: 1}
+	line := 1 // where the next item starts in the stream
 	for i, s := range items {
-		item, err := parseItem(data, s)
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if err == nil && len(doc.Content) == 0 {
+			err = io.ErrUnexpectedEOF
+		}
 		if err != nil {
 			// Valid JSON that the YAML parser refuses: as a syntax
-			// error in the whole file, it ends the file.
+			// error in the whole file, it ends the file. The item
+			// parsed alone says where in it.
+			if _, e := parseItem(data, s); e != nil {
+				err = e
+			}
 			msg := strings.TrimPrefix(err.Error(), "yaml: ")
 			errs.Errorf(rule, diag.Pos{File: file, Line: s.line}, "", "invalid YAML: %s (document 1, item %d)", msg, i+1)
 			return
 		}
+		item := doc.Content[0]
+		// In the stream the item starts at line, after "--- ".
+		moveTo(item, line, len(streamMarker)+1, s)
+		end, _ := pos.advance(s.end)
+		line += end - s.line + 1
 		isrc := Source{File: file, Doc: 1, Item: i + 1, Pos: nodePos(file, item), node: item}
 		if av, k, ok := typeOf(item, isrc, rule, errs); ok {
 			fn(item, isrc, av, k)
 		}
+	}
+}
+
+// streamMarker starts each item in an itemStream.
+const streamMarker = "--- "
+
+// itemStream reads the items of a JSON List as a YAML stream, each after a
+// document marker and followed by a line break.
+type itemStream struct {
+	data  []byte
+	items []span
+	next  int    // the next item to write
+	buf   []byte // what is left of the current one
+}
+
+func (r *itemStream) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		if r.next == len(r.items) {
+			return 0, io.EOF
+		}
+		s := r.items[r.next]
+		r.next++
+		r.buf = append(append(append(r.buf[:0], streamMarker...), r.data[s.start:s.end]...), '\n')
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}
+
+// moveTo moves a tree parsed from a stream, where its first line is line
+// and it starts at column col, to s: lines by the difference, and the
+// columns of what is on its first line by theirs.
+func moveTo(n *yaml.Node, line, col int, s span) {
+	if n.Line == line {
+		n.Column += s.col - col
+	}
+	n.Line += s.line - line
+	for _, c := range n.Content {
+		moveTo(c, line, col, s)
 	}
 }
