@@ -162,7 +162,7 @@ func shift(n *yaml.Node, lines, cols int) {
 // a JSON value can start with "---" or "...", so the markers are the only
 // document boundaries.
 func forEachJSONItem(file string, data []byte, items []span, rule string, errs *diag.List, fn func(obj *yaml.Node, src Source, apiVersion, kind string)) {
-	dec := yaml.NewDecoder(&itemStream{data: data, items: items})
+	dec := yaml.NewDecoder(&itemStream{data: data, items: items, marker: jsonMarker})
 	pos := position{data: data, line: 1, col: 1}
 	line := 1 // where the next item starts in the stream
 	for i, s := range items {
@@ -184,7 +184,7 @@ func forEachJSONItem(file string, data []byte, items []span, rule string, errs *
 		}
 		item := doc.Content[0]
 		// In the stream the item starts at line, after "--- ".
-		moveTo(item, line, len(streamMarker)+1, s)
+		moveTo(item, line, len(jsonMarker)+1, s)
 		end, _ := pos.advance(s.end)
 		line += end - s.line + 1
 		isrc := Source{File: file, Doc: 1, Item: i + 1, Pos: nodePos(file, item), node: item}
@@ -194,16 +194,17 @@ func forEachJSONItem(file string, data []byte, items []span, rule string, errs *
 	}
 }
 
-// streamMarker starts each item in an itemStream.
-const streamMarker = "--- "
+// jsonMarker starts each item of a JSON List in an itemStream.
+const jsonMarker = "--- "
 
-// itemStream reads the items of a JSON List as a YAML stream, each after a
-// document marker and followed by a line break.
+// itemStream reads the items of a List as a YAML stream, each after a
+// document marker and ending with a line break.
 type itemStream struct {
-	data  []byte
-	items []span
-	next  int    // the next item to write
-	buf   []byte // what is left of the current one
+	data   []byte
+	items  []span
+	marker string
+	next   int    // the next item to write
+	buf    []byte // what is left of the current one
 }
 
 func (r *itemStream) Read(p []byte) (int, error) {
@@ -213,7 +214,10 @@ func (r *itemStream) Read(p []byte) (int, error) {
 		}
 		s := r.items[r.next]
 		r.next++
-		r.buf = append(append(append(r.buf[:0], streamMarker...), r.data[s.start:s.end]...), '\n')
+		r.buf = append(append(r.buf[:0], r.marker...), r.data[s.start:s.end]...)
+		if r.buf[len(r.buf)-1] != '\n' {
+			r.buf = append(r.buf, '\n')
+		}
 	}
 	n := copy(p, r.buf)
 	r.buf = r.buf[n:]

@@ -109,14 +109,6 @@ func forEachObjectOf(file string, data []byte, rule string, errs *diag.List, tot
 		errs.Errorf(rule, diag.Pos{File: file, Line: line, Col: col}, "", "%s: YAML allows only UTF-8 text without control characters (tab, newline and carriage return aside); remove it, or write it as an escape in a double-quoted string", what)
 		return
 	}
-	if rule == RuleInventory && total == nil {
-		// Live state is large and usually one List: read its items
-		// one at a time when it is JSON (kubectl get -o json).
-		if items, ok := jsonListItems(data); ok {
-			forEachJSONItem(file, data, items, rule, errs, fn)
-			return
-		}
-	}
 	forEachDocument(file, data, rule, errs, total, fn)
 }
 
