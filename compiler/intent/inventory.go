@@ -65,17 +65,17 @@ func (inv *Inventory) readList(file string, data []byte, errs *diag.List) bool {
 		return false // forEachObject says where
 	}
 	add := func(obj *yaml.Node, src Source, apiVersion, kind string) { inv.add(obj, src, apiVersion, kind, errs) }
-	if items, ok := jsonListItems(data); ok {
-		forEachJSONItem(file, data, items, RuleInventory, errs, add)
-		return true
-	}
-	items, rest, ok := yamlListItems(data)
-	if !ok || !yamlListRest(rest) {
-		return false
-	}
 	saved, n := *inv, len(*errs)
-	if forEachYAMLItem(file, data, items, RuleInventory, errs, add) {
-		return true
+	if items, ok := jsonListItems(data); ok {
+		if forEachJSONItem(file, data, items, RuleInventory, errs, add) {
+			return true
+		}
+	} else if items, rest, ok := yamlListItems(data); ok && yamlListRest(rest) {
+		if forEachYAMLItem(file, data, items, RuleInventory, errs, add) {
+			return true
+		}
+	} else {
+		return false
 	}
 	// An item that does not parse alone: undo what the others gave
 	// (appends only), and let the whole document say what it is.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
-	"strings"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -126,61 +125,26 @@ func (p *position) advance(off int) (line, col int) {
 	return p.line, p.col
 }
 
-// parseItem parses the item of a JSON List at s as the YAML parser would
-// within the whole file: the same tree, at the same lines and columns.
-func parseItem(data []byte, s span) (*yaml.Node, error) {
-	var n yaml.Node
-	if err := yaml.Unmarshal(data[s.start:s.end], &n); err != nil {
-		return nil, err
-	}
-	if len(n.Content) == 0 {
-		return nil, io.ErrUnexpectedEOF
-	}
-	shift(n.Content[0], s.line-1, s.col-1)
-	return n.Content[0], nil
-}
-
-// shift moves a tree parsed alone to where it is written: every line down
-// by lines, and the columns of what is on its first line right by cols.
-func shift(n *yaml.Node, lines, cols int) {
-	if n.Line == 1 {
-		n.Column += cols
-	}
-	n.Line += lines
-	for _, c := range n.Content {
-		shift(c, lines, cols)
-	}
-}
-
 // forEachJSONItem is forEachObject on a JSON List whose items are at
 // items (jsonListItems): each item is parsed, handed to fn and dropped
-// before the next, so that only one item's tree is alive at a time.
+// before the next, so that only one item's tree is alive at a time. It
+// returns false, having handed some items on, if the YAML parser refuses
+// an item (valid JSON it cannot read, if there is any): the caller must
+// undo what fn did and read the document whole, which says what is wrong.
 //
 // One YAML decoder reads them all, as the documents of a stream that
 // writes each item after a document marker ("--- ITEM\n", itemStream):
 // a parser per item would grow its buffers anew 30,000 times. No line of
 // a JSON value can start with "---" or "...", so the markers are the only
 // document boundaries.
-func forEachJSONItem(file string, data []byte, items []span, rule string, errs *diag.List, fn func(obj *yaml.Node, src Source, apiVersion, kind string)) {
+func forEachJSONItem(file string, data []byte, items []span, rule string, errs *diag.List, fn func(obj *yaml.Node, src Source, apiVersion, kind string)) bool {
 	dec := yaml.NewDecoder(&itemStream{data: data, items: items, marker: jsonMarker})
 	pos := position{data: data, line: 1, col: 1}
 	line := 1 // where the next item starts in the stream
 	for i, s := range items {
 		var doc yaml.Node
-		err := dec.Decode(&doc)
-		if err == nil && len(doc.Content) == 0 {
-			err = io.ErrUnexpectedEOF
-		}
-		if err != nil {
-			// Valid JSON that the YAML parser refuses: as a syntax
-			// error in the whole file, it ends the file. The item
-			// parsed alone says where in it.
-			if _, e := parseItem(data, s); e != nil {
-				err = e
-			}
-			msg := strings.TrimPrefix(err.Error(), "yaml: ")
-			errs.Errorf(rule, diag.Pos{File: file, Line: s.line}, "", "invalid YAML: %s (document 1, item %d)", msg, i+1)
-			return
+		if err := dec.Decode(&doc); err != nil || len(doc.Content) != 1 {
+			return false
 		}
 		item := doc.Content[0]
 		// In the stream the item starts at line, after "--- ".
@@ -192,6 +156,7 @@ func forEachJSONItem(file string, data []byte, items []span, rule string, errs *
 			fn(item, isrc, av, k)
 		}
 	}
+	return true
 }
 
 // jsonMarker starts each item of a JSON List in an itemStream.

@@ -82,7 +82,9 @@ func TestJSONListSameAsYAML(t *testing.T) {
 				t.Fatal("not read as a JSON List")
 			}
 			fast := collect(func(errs *diag.List, fn func(*yaml.Node, Source, string, string)) {
-				forEachJSONItem("inv.json", data, items, RuleInventory, errs, fn)
+				if !forEachJSONItem("inv.json", data, items, RuleInventory, errs, fn) {
+					t.Error("an item did not parse alone")
+				}
 			})
 			whole := collect(func(errs *diag.List, fn func(*yaml.Node, Source, string, string)) {
 				forEachDocument("inv.json", data, RuleInventory, errs, nil, fn)
@@ -120,5 +122,36 @@ func TestJSONListRefused(t *testing.T) {
 		if _, ok := jsonListItems([]byte(text)); ok {
 			t.Errorf("%s: read as a JSON List: %s", name, text)
 		}
+	}
+}
+
+// TestJSONListUndo: valid JSON the YAML parser refuses in an item (an
+// escaped surrogate pair, "\/", a key over 1,024 characters) is what the
+// whole document says it is — an error, and no object of the List —
+// though the items before it were read.
+func TestJSONListUndo(t *testing.T) {
+	ns := `{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}}`
+	for name, bad := range map[string]string{
+		"surrogates": `{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "\ud83d\ude00"}}`,
+		"solidus":    `{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a\/b"}}`,
+		"long key":   `{"apiVersion": "v1", "kind": "Namespace", "metadata": {"` + strings.Repeat("k", 1100) + `": 1}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			data := []byte(`{"apiVersion": "v1", "kind": "List", "items": [` + ns + ",\n" + bad + ",\n" + ns + "]}\n")
+			var byItem, whole Inventory
+			var itemErrs, wholeErrs diag.List
+			if byItem.readList("inv.json", data, &itemErrs) {
+				t.Fatal("read an item at a time, past an item the YAML parser refuses")
+			}
+			forEachObject("inv.json", data, RuleInventory, &wholeErrs, func(obj *yaml.Node, src Source, apiVersion, kind string) {
+				whole.add(obj, src, apiVersion, kind, &wholeErrs)
+			})
+			if len(byItem.Namespaces) != 0 || len(itemErrs) != 0 {
+				t.Errorf("not undone: %d namespaces, findings %v", len(byItem.Namespaces), itemErrs)
+			}
+			if len(wholeErrs) == 0 || len(whole.Namespaces) != 0 {
+				t.Errorf("the whole document: %d namespaces, findings %v; want an error and none", len(whole.Namespaces), wholeErrs)
+			}
+		})
 	}
 }
