@@ -1,6 +1,12 @@
 package intent
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // Pod is a v1 Pod from the inventory, compact: the fields hnsplan reads
 // (under the names and types corev1.Pod gives them), nothing else. A
@@ -44,4 +50,20 @@ type PodStatus struct {
 	Phase  corev1.PodPhase `json:"phase"`
 	PodIP  string          `json:"podIP"`
 	PodIPs []corev1.PodIP  `json:"podIPs"`
+}
+
+// CoreV1 is p as a corev1.Pod: the fields p keeps, the others zero (a
+// test's fake API server serves inventory pods so).
+func (p *Pod) CoreV1() *corev1.Pod {
+	out := &corev1.Pod{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: maps.Clone(p.Labels)},
+		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork, DNSPolicy: p.Spec.DNSPolicy,
+			ServiceAccountName: p.Spec.ServiceAccountName, SecurityContext: p.Spec.SecurityContext.DeepCopy()},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: slices.Clone(p.Status.PodIPs)},
+	}
+	for _, c := range p.Spec.Containers {
+		out.Spec.Containers = append(out.Spec.Containers, corev1.Container{Name: c.Name, Ports: slices.Clone(c.Ports), SecurityContext: c.SecurityContext.DeepCopy()})
+	}
+	return out
 }

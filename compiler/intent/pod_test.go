@@ -58,4 +58,9 @@ status:
 	if diff := cmp.Diff(want, inv.Pods[0], cmpopts.IgnoreFields(Pod{}, "Source")); diff != "" {
 		t.Errorf("pod (-want +got):\n%s", diff)
 	}
+	k := inv.Pods[0].CoreV1()
+	if k.Name != "p" || k.Labels["app"] != "web" || k.Spec.NodeName != "win-1" || k.Status.PodIP != "10.0.0.4" ||
+		len(k.Spec.Containers) != 1 || k.Spec.Containers[0].Ports[0].ContainerPort != 80 || !*k.Spec.SecurityContext.WindowsOptions.HostProcess {
+		t.Errorf("CoreV1() = %+v", k)
+	}
 }
