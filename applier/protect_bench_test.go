@@ -195,7 +195,7 @@ func inventoryObjects(in *intent.Intent) []runtime.Object {
 		out = append(out, in.Inventory.Services[i].Service.DeepCopy())
 	}
 	for i := range in.Inventory.Pods {
-		out = append(out, in.Inventory.Pods[i].Pod.DeepCopy())
+		out = append(out, in.Inventory.Pods[i].CoreV1())
 	}
 	return out
 }

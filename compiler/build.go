@@ -8,6 +8,7 @@ import (
 	"github.com/hnsplan/hnsplan/compiler/check"
 	"github.com/hnsplan/hnsplan/compiler/diag"
 	"github.com/hnsplan/hnsplan/compiler/intent"
+	"github.com/hnsplan/hnsplan/compiler/topology"
 	"github.com/hnsplan/hnsplan/internal/budget"
 )
 
@@ -112,7 +113,11 @@ func build(in *intent.Intent, loaded diag.List, opt Options) (*Result, diag.List
 		return nil, nil, err
 	}
 	cat := check.NewCatalog(rules)
-	prog, findings := check.VetProgram(in, loaded, cat)
+	var t *topology.Topology // derived once, for vet and compile
+	if in.Cluster != nil {
+		t = topology.New(in.Cluster)
+	}
+	prog, findings := check.VetProgramOf(in, loaded, cat, t)
 	if opt.UpdateLock {
 		findings = forUpdateLock(findings)
 	}
@@ -120,7 +125,7 @@ func build(in *intent.Intent, loaded diag.List, opt Options) (*Result, diag.List
 	if findings.HasErrors() || in.Cluster == nil {
 		return res, findings, nil
 	}
-	more := compile(res, cat, prog)
+	more := compile(res, cat, prog, t)
 	// Override adds a finding for each bad id in cluster.constraints; it
 	// does not add them twice here, because a bad id is an error and an
 	// error stops before the compile.

@@ -54,10 +54,11 @@ type Result struct {
 // error, into res, with the policy program vet compiled (nil: none). The
 // findings are the compiler's own (blocks, pod addresses, ACL budgets),
 // with the catalog's severities; the caller applies cluster.constraints
-// with check.Override.
-func compile(res *Result, cat check.Catalog, prog *plan.Program) diag.List {
+// with check.Override. t is the cluster's topology (topology.New), which
+// vet has used too.
+func compile(res *Result, cat check.Catalog, prog *plan.Program, t *topology.Topology) diag.List {
 	in := res.Intent
-	c := &compilation{in: in, c: in.Cluster, cat: cat, t: topology.New(in.Cluster)}
+	c := &compilation{in: in, c: in.Cluster, cat: cat, t: t}
 	c.podCIDRs = usesPodCIDR(in.Cluster)
 	if in.Cluster.PolicyOnly() {
 		// The CNI assigns the Windows pods' addresses: no block is the

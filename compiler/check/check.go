@@ -79,7 +79,12 @@ type checker struct {
 // Run evaluates every vet-phase rule and returns the findings, unsorted.
 // It needs a cluster that loaded without error.
 func Run(in *intent.Intent, cat Catalog) diag.List {
-	x := &checker{in: in, c: in.Cluster, cat: cat, Topology: topology.New(in.Cluster)}
+	return run(in, cat, topology.New(in.Cluster))
+}
+
+// run is Run with the cluster's topology t.
+func run(in *intent.Intent, cat Catalog, t *topology.Topology) diag.List {
+	x := &checker{in: in, c: in.Cluster, cat: cat, Topology: t}
 	for _, e := range x.BadSelectors {
 		x.findings.Add(diag.Finding{Rule: "schema", Severity: diag.Error, Path: path("pools", e.Pool, "nodeSelector"),
 			Pos: x.c.Pos("pools", e.Pool, "nodeSelector"), Message: fmt.Sprintf("nodeSelector is not a Calico selector: %v", e.Err)})
@@ -236,6 +241,18 @@ func prefixes(ps []netip.Prefix) string {
 // (compiler.Build) uses it rather than compiling the manifests a second
 // time. The program is nil when a manifest did not decode cleanly.
 func VetProgram(in *intent.Intent, loaded diag.List, cat Catalog) (*plan.Program, diag.List) {
+	var t *topology.Topology
+	if in != nil && in.Cluster != nil {
+		t = topology.New(in.Cluster)
+	}
+	return VetProgramOf(in, loaded, cat, t)
+}
+
+// VetProgramOf is VetProgram with the cluster's topology t (topology.New
+// of in.Cluster, nil without a cluster), which the caller derives once
+// for this and the compile: at 1,000 nodes its pool selectors are a
+// noticeable part of vet.
+func VetProgramOf(in *intent.Intent, loaded diag.List, cat Catalog, t *topology.Topology) (*plan.Program, diag.List) {
 	all := slices.Clone(loaded)
 	var prog *plan.Program
 	// The policy rules (policy-*) are the policy compiler's; it needs
@@ -254,7 +271,7 @@ func VetProgram(in *intent.Intent, loaded diag.List, cat Catalog) (*plan.Program
 		all = append(all, policy.Analyse(prog, ctx, cat.Severity)...)
 	}
 	if in != nil && in.Cluster != nil {
-		all = append(all, Run(in, cat)...)
+		all = append(all, run(in, cat, t)...)
 		all = Override(all, in.Cluster, cat)
 	}
 	all.Sort()

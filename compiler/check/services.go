@@ -32,7 +32,7 @@ func (x *checker) windowsNodes() map[string]string {
 // hostProcess says whether p runs HostProcess containers: its pod
 // security context says so, or every container's does. Such a pod is on
 // the host's network (hostNetwork must be true), which Windows supports.
-func hostProcess(p *corev1.Pod) bool {
+func hostProcess(p *intent.Pod) bool {
 	if sc := p.Spec.SecurityContext; sc != nil && sc.WindowsOptions != nil && sc.WindowsOptions.HostProcess != nil {
 		return *sc.WindowsOptions.HostProcess
 	}
@@ -60,7 +60,7 @@ func services(x *checker) {
 			continue
 		}
 		podsByNS[p.Namespace] = append(podsByNS[p.Namespace], p)
-		if p.Spec.HostNetwork && !hostProcess(&p.Pod) {
+		if p.Spec.HostNetwork && !hostProcess(p) {
 			x.reportAt("host-network-pod", p.Spec.NodeName, p.Source.Pos, "spec.hostNetwork",
 				"pod %s/%s on Windows node %s has hostNetwork: true, which Windows nodes support only for HostProcess containers (securityContext.windowsOptions.hostProcess: true)", p.Namespace, p.Name, p.Spec.NodeName)
 		}

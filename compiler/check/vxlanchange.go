@@ -18,7 +18,7 @@ const RuleVXLANChange = "vxlan-vni-change"
 // other until all have. Without such objects in the inventory there is
 // nothing to compare.
 func vxlanChange(x *checker) {
-	ch, src := vxlan.LiveChange(x.in, vxlan.Options{})
+	ch, src := vxlan.LiveChangeOf(x.in, x.Topology, vxlan.Options{})
 	if ch == nil {
 		return
 	}

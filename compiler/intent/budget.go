@@ -51,7 +51,8 @@ func (o Options) budget() budget.Budget {
 // with a *BudgetError (what names the evaluation) when eval has run longer
 // than b.Time or the heap has grown past b.Memory.
 func evaluate(b budget.Budget, what func() diag.Finding, eval func()) error {
-	err := b.Run(eval)
+	var err error
+	withCUEGC(func() { err = b.Run(eval) })
 	var ex *budget.Exceeded
 	if !errors.As(err, &ex) {
 		return err

@@ -1,7 +1,6 @@
 package intent
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -422,9 +421,11 @@ func suggest(name string, fields map[string]cue.Value) string {
 // gets its own.
 func newContext() *cue.Context { return cuecontext.New() }
 
-// exportJSON is CUE's own export of a validated value.
+// exportJSON is CUE's own export of a validated value. It calls
+// MarshalJSON itself: json.Marshal would copy CUE's output again to
+// compact and HTML-escape it, for a decoder that reads it either way.
 func exportJSON(v cue.Value) ([]byte, error) {
-	return json.Marshal(v)
+	return v.MarshalJSON()
 }
 
 // relativeTo returns a function that makes absolute file names relative to

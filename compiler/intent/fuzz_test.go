@@ -1,6 +1,7 @@
 package intent
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/hnsplan/hnsplan/compiler/diag"
@@ -91,12 +93,29 @@ func FuzzInventory(f *testing.F) {
 	f.Add([]byte("apiVersion: crd.projectcalico.org/v1\nkind: BlockAffinity\nmetadata: {name: win-1-192-168-0-0-26}\nspec: {node: win-1, cidr: 192.168.0.0/26, state: confirmed, deleted: 'false'}\n"))
 	f.Add([]byte("{\"apiVersion\": \"v1\", \"kind\": \"Namespace\", \"metadata\": {\"name\": \"\\u001b[2J\"}}\n"))
 	f.Add([]byte("apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: s-1, namespace: x}\nendpoints: [{addresses: [192.168.0.5]}]\n"))
+	f.Add([]byte("apiVersion: v1\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata:\n    name: a\n    labels:\n      app: web\n  spec:\n    containers:\n    - name: c\n      ports:\n      - containerPort: 80\n  status:\n    podIP: 192.168.0.5\n- apiVersion: v1\n  kind: Namespace\n  metadata: {name: x}\nkind: List\nmetadata:\n  resourceVersion: \"\"\n"))
+	f.Add([]byte("{\n    \"apiVersion\": \"v1\",\n    \"items\": [\n        {\"apiVersion\": \"v1\", \"kind\": \"Pod\", \"metadata\": {\"name\": \"a\"},\n         \"status\": {\"podIP\": \"192.168.0.5\"}},\n        {\"apiVersion\": \"v1\", \"kind\": \"Namespace\", \"metadata\": {\"name\": \"x\"}}\n    ],\n    \"kind\": \"List\"\n}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var inv Inventory
 		var errs diag.List
 		forEachObject("inv.yaml", data, RuleInventory, &errs, func(obj *yamlNode, src Source, apiVersion, kind string) {
 			inv.add(obj, src, apiVersion, kind, &errs)
 		})
+		// A List read an item at a time (readList) is read as the whole
+		// document is: the same objects, positions and findings.
+		var byItem Inventory
+		var itemErrs diag.List
+		if !byItem.readList("inv.yaml", data, &itemErrs) {
+			forEachObject("inv.yaml", data, RuleInventory, &itemErrs, func(obj *yamlNode, src Source, apiVersion, kind string) {
+				byItem.add(obj, src, apiVersion, kind, &itemErrs)
+			})
+		}
+		if diff := cmp.Diff(inventoryJSON(t, inv), inventoryJSON(t, byItem)); diff != "" {
+			t.Errorf("read an item at a time, the inventory differs (-whole +items):\n%s", diff)
+		}
+		if diff := cmp.Diff(findingStrings(errs), findingStrings(itemErrs)); diff != "" {
+			t.Errorf("read an item at a time, the findings differ (-whole +items):\n%s", diff)
+		}
 		for _, e := range errs {
 			if e.Pos.File != "inv.yaml" {
 				t.Errorf("finding without the file: %s", e)
@@ -126,4 +145,14 @@ func FuzzInventory(f *testing.F) {
 			name("Service", s.Name, validation.IsDNS1035Label)
 		}
 	})
+}
+
+// inventoryJSON is inv as JSON, to compare two: its types hold addresses
+// and Kubernetes quantities, whose fields cmp cannot see.
+func inventoryJSON(t *testing.T, inv Inventory) string {
+	j, err := json.MarshalIndent(inv, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(j)
 }

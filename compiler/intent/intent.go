@@ -347,12 +347,6 @@ type Inventory struct {
 	Files  []string
 }
 
-// Pod is a v1 Pod from the inventory.
-type Pod struct {
-	corev1.Pod
-	Source Source
-}
-
 // KubeNode is a v1 Node from the inventory (Node is the intent's node).
 type KubeNode struct {
 	corev1.Node

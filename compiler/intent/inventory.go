@@ -44,11 +44,43 @@ func loadInventory(files []string, max int64, errs *diag.List) (Inventory, error
 				continue
 			}
 		}
+		if inv.readList(file, data, errs) {
+			continue
+		}
 		forEachObject(file, data, RuleInventory, errs, func(obj *yaml.Node, src Source, apiVersion, kind string) {
 			inv.add(obj, src, apiVersion, kind, errs)
 		})
 	}
 	return inv, nil
+}
+
+// readList reads data into inv an item at a time, when it is one v1 List
+// it can read so — JSON, or YAML as kubectl writes it — and reports
+// whether it did; otherwise data is for forEachObject, which parses each
+// document whole. Live state is large and usually one List: parsed whole,
+// its tree (~270 bytes a value) is what a compile's memory peaks with.
+// The objects, findings and positions are forEachObject's either way.
+func (inv *Inventory) readList(file string, data []byte, errs *diag.List) bool {
+	if _, _, _, bad := badChar(data); bad {
+		return false // forEachObject says where
+	}
+	add := func(obj *yaml.Node, src Source, apiVersion, kind string) { inv.add(obj, src, apiVersion, kind, errs) }
+	saved, n := *inv, len(*errs)
+	if items, ok := jsonListItems(data); ok {
+		if forEachJSONItem(file, data, items, RuleInventory, errs, add) {
+			return true
+		}
+	} else if items, rest, ok := yamlListItems(data); ok && yamlListRest(rest) {
+		if forEachYAMLItem(file, data, items, RuleInventory, errs, add) {
+			return true
+		}
+	} else {
+		return false
+	}
+	// An item that does not parse alone: undo what the others gave
+	// (appends only), and let the whole document say what it is.
+	*inv, *errs = saved, (*errs)[:n]
+	return false
 }
 
 func (inv *Inventory) add(obj *yaml.Node, src Source, apiVersion, kind string, errs *diag.List) {
@@ -67,7 +99,7 @@ func (inv *Inventory) add(obj *yaml.Node, src Source, apiVersion, kind string, e
 	switch apiVersion + " " + kind {
 	case "v1 Pod":
 		var p Pod
-		into(&p.Pod)
+		into(&p)
 		p.Source = src
 		inv.Pods = append(inv.Pods, p)
 	case "v1 Namespace":

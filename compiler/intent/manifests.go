@@ -109,6 +109,12 @@ func forEachObjectOf(file string, data []byte, rule string, errs *diag.List, tot
 		errs.Errorf(rule, diag.Pos{File: file, Line: line, Col: col}, "", "%s: YAML allows only UTF-8 text without control characters (tab, newline and carriage return aside); remove it, or write it as an escape in a double-quoted string", what)
 		return
 	}
+	forEachDocument(file, data, rule, errs, total, fn)
+}
+
+// forEachDocument is forEachObjectOf after the character check: each
+// document parsed whole.
+func forEachDocument(file string, data []byte, rule string, errs *diag.List, total *int, fn func(obj *yaml.Node, src Source, apiVersion, kind string)) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	for doc := 1; ; doc++ {
 		var n yaml.Node

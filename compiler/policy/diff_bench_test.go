@@ -1,10 +1,7 @@
 package policy_test
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +12,7 @@ import (
 	"github.com/hnsplan/hnsplan/compiler"
 	"github.com/hnsplan/hnsplan/compiler/access"
 	"github.com/hnsplan/hnsplan/compiler/diff"
+	synthload "github.com/hnsplan/hnsplan/internal/synth/workload"
 )
 
 // BenchmarkDiffAccess is `hnsplan diff BASE HEAD --inventory` on the
@@ -125,108 +123,13 @@ func changeOnePort(tb testing.TB, w *workload) string {
 	return ""
 }
 
-// writeWorkloadIntent writes w as an intent directory: cluster.cue with
-// one node per podsPerNode pods (node 0 the Windows node win-0000, the
-// others Linux, each with the /24 block its pods' addresses are in),
-// policies.yaml, and the inventory at inv (JSON documents, which YAML
-// reads).
+// writeWorkloadIntent writes w as an intent directory dir and its
+// inventory inv (synthload.WriteIntent), with w's policies as the test has
+// them now.
 func writeWorkloadIntent(tb testing.TB, w *workload, dir, inv string) {
 	tb.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	base := netip.MustParseAddr("10.128.0.0").As4()
-	nodeOf := func(a netip.Addr) int {
-		v, b := a.As4(), base
-		return (int(v[1])-int(b[1]))<<8 | int(v[2])
-	}
-	nodes := 0
-	for _, p := range w.pods {
-		nodes = max(nodes, nodeOf(p.IP)+1)
-	}
-	var c strings.Builder
-	c.WriteString(`package bench
-
-cluster: {
-	name:       "policy-bench"
-	datastore:  "kubernetes"
-	networking: "calico-vxlan"
-	serviceCIDRs: ["10.96.0.0/12"]
-	ipam: strictAffinity: true
-	vxlan: {vni: 4096, port: 4789}
-	windows: networkName: "Calico"
-	pools: default: {cidr: "10.128.0.0/14", blockSize: 24, natOutgoing: true}
-	nodes: {
-		"win-0000": {os: "windows", address: "172.20.0.2/16", interface: "Ethernet", maxPods: 250, windows: build: "10.0.17763.1432", blocks: ["10.128.0.0/24"]}
-`)
-	for n := 1; n < nodes; n++ {
-		fmt.Fprintf(&c, "\t\t\"linux-%04d\": {os: \"linux\", address: \"172.21.%d.%d/16\", blocks: [\"10.%d.%d.0/24\"]}\n",
-			n, n/250, n%250+2, 128+n>>8, n&255)
-	}
-	c.WriteString("\t}\n}\n")
-	write(tb, filepath.Join(dir, "cluster.cue"), c.String())
-
-	var docs []string
-	add := func(v any) {
-		j, err := json.Marshal(v)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		docs = append(docs, string(j))
-	}
-	for _, t := range w.manifests.Tiers {
-		t.APIVersion, t.Kind = "projectcalico.org/v3", "Tier"
-		add(t)
-	}
-	for _, np := range w.manifests.NetworkPolicies {
-		np.NetworkPolicy.APIVersion, np.NetworkPolicy.Kind = "networking.k8s.io/v1", "NetworkPolicy"
-		np.NetworkPolicy.Name = np.Name
-		add(np.NetworkPolicy)
-	}
-	for _, cp := range w.manifests.CalicoPolicies {
-		cp.APIVersion = "projectcalico.org/v3"
-		if cp.Kind == "" {
-			cp.Kind = map[bool]string{true: "GlobalNetworkPolicy", false: "NetworkPolicy"}[cp.Global]
-		}
-		add(cp)
-	}
-	write(tb, filepath.Join(dir, "policies.yaml"), strings.Join(docs, "\n---\n")+"\n")
-
-	type port struct {
-		Name          string `json:"name"`
-		ContainerPort uint16 `json:"containerPort"`
-		Protocol      string `json:"protocol"`
-	}
-	var items []any
-	for ns, labels := range w.namespaces {
-		items = append(items, map[string]any{"apiVersion": "v1", "kind": "Namespace",
-			"metadata": map[string]any{"name": ns, "labels": labels}})
-	}
-	for _, p := range w.pods {
-		var ports []port
-		for _, np := range p.Ports {
-			ports = append(ports, port{np.Name, np.Port, map[int]string{6: "TCP", 17: "UDP"}[np.Protocol]})
-		}
-		node := fmt.Sprintf("linux-%04d", nodeOf(p.IP))
-		if nodeOf(p.IP) == 0 {
-			node = "win-0000"
-		}
-		items = append(items, map[string]any{"apiVersion": "v1", "kind": "Pod",
-			"metadata": map[string]any{"name": p.Name, "namespace": p.Namespace, "labels": p.Labels},
-			"spec": map[string]any{"nodeName": node, "serviceAccountName": p.ServiceAccount,
-				"containers": []any{map[string]any{"name": "c", "image": "i", "ports": ports}}},
-			"status": map[string]any{"podIP": p.IP.String()}})
-	}
-	list, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	write(tb, inv, string(list)+"\n")
-}
-
-func write(tb testing.TB, path, text string) {
-	tb.Helper()
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+	w.g.Manifests = w.manifests
+	if err := synthload.WriteIntent(w.g, dir, inv); err != nil {
 		tb.Fatal(err)
 	}
 }

@@ -118,8 +118,12 @@ func FromPlans(ps []*plan.NodePlan) Side {
 // defaults) when its Windows nodes network with VXLAN, hnsplan's network
 // or flanneld's; its node counts; its rollout and, with rollout.order, the
 // groups its nodes' labels make.
-func FromIntent(c *intent.Cluster) Side {
-	t := topology.New(c)
+func FromIntent(c *intent.Cluster) Side { return FromTopology(topology.New(c)) }
+
+// FromTopology is FromIntent of t.Cluster, with its topology already
+// derived.
+func FromTopology(t *topology.Topology) Side {
+	c := t.Cluster
 	s := Side{Networking: string(c.Networking), Windows: len(t.Windows), Linux: len(t.Linux),
 		VNI: intent.DefaultVXLANVNI, Port: intent.DefaultVXLANPort, Owner: OwnerHnsplan}
 	if v := c.VXLAN; v != nil {
@@ -179,8 +183,12 @@ func groups(t *topology.Topology, order string) []int {
 // inventory has no such object. The live side has the intent's nodes and
 // rollout: it is the same cluster.
 func Live(in *intent.Intent) (s Side, src LiveSource, ok bool) {
-	c := in.Cluster
-	s = FromIntent(c)
+	return live(in, topology.New(in.Cluster))
+}
+
+// live is Live with the intent's topology t.
+func live(in *intent.Intent, t *topology.Topology) (s Side, src LiveSource, ok bool) {
+	s = FromTopology(t)
 	if !s.VXLAN {
 		return s, src, false
 	}
@@ -226,11 +234,17 @@ func Live(in *intent.Intent) (s Side, src LiveSource, ok bool) {
 // cluster its inventory shows (Live), and where the live values are
 // written; nil when the inventory shows none or the values agree.
 func LiveChange(in *intent.Intent, o Options) (*Change, LiveSource) {
-	live, src, ok := Live(in)
+	return LiveChangeOf(in, topology.New(in.Cluster), o)
+}
+
+// LiveChangeOf is LiveChange with the intent's topology t (topology.New
+// of in.Cluster), which the caller has already derived.
+func LiveChangeOf(in *intent.Intent, t *topology.Topology, o Options) (*Change, LiveSource) {
+	l, src, ok := live(in, t)
 	if !ok {
 		return nil, src
 	}
-	return Compare(live, FromIntent(in.Cluster), o), src
+	return Compare(l, FromTopology(t), o), src
 }
 
 // LiveSource says where a live side is written: the object, and the
