@@ -149,5 +149,7 @@ func allWindowsNodes(tb testing.TB, path string) {
 	s := regexp.MustCompile(`\{os: "linux", address: "([^"]+)", `).ReplaceAllString(string(b),
 		`{os: "windows", address: "$1", interface: "Ethernet", maxPods: 250, windows: build: "10.0.17763.1432", `)
 	s = strings.Replace(s, "\t}\n}\n", "\t\t\"control-plane\": {os: \"linux\", address: \"172.22.0.2/16\", blocks: [\"10.131.0.0/24\"]}\n\t}\n}\n", 1)
-	write(tb, path, s)
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		tb.Fatal(err)
+	}
 }
