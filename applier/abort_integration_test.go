@@ -216,6 +216,17 @@ func (n *policyNode) request(file string, p *plan.NodePlan) {
 // row is the node's row of rollout status, whether the rollout is halted
 // (what `hnsplan rollout status` exits 4 on), and status as text.
 func (n *policyNode) row() (fleet.NodeRollout, bool, string) {
+	n.t.Helper()
+	r, ok, halted, out := n.rowOf(n.name)
+	if !ok {
+		n.t.Fatalf("rollout status has no row for %s:\n%s", n.name, out)
+	}
+	return r, halted, out
+}
+
+// rowOf is node's row of rollout status (ok false: none), whether the
+// rollout is halted, and status as text.
+func (n *policyNode) rowOf(node string) (r fleet.NodeRollout, ok, halted bool, text string) {
 	t := n.t
 	t.Helper()
 	st, err := fleet.Gather(n.ctx, n.statusCS, slotNamespace)
@@ -227,12 +238,11 @@ func (n *policyNode) row() (fleet.NodeRollout, bool, string) {
 		t.Fatal(err)
 	}
 	for _, r := range st.Nodes {
-		if r.Node == n.name {
-			return r, st.Halted(), out.String()
+		if r.Node == node {
+			return r, true, st.Halted(), out.String()
 		}
 	}
-	t.Fatalf("rollout status has no row for %s:\n%s", n.name, out.String())
-	return fleet.NodeRollout{}, false, ""
+	return fleet.NodeRollout{}, false, st.Halted(), out.String()
 }
 
 // wantHalted fails unless status shows the node halting the rollout with
@@ -517,4 +527,63 @@ func waitEvent(t *testing.T, ctx context.Context, cs kubernetes.Interface, node,
 		}
 	}
 	t.Fatalf("no Event %s on %s saying %q; those there: %q", reason, node, want, last)
+}
+
+// TestForeignLeaseWithPolicies is the fault probe's hand-made Lease, with
+// deploy/ applied (policyNode): the agent's own identity cannot make one
+// (a holder that is not its node, or a duration over 300 s, is refused
+// by the lease policy), but an admin can; rollout status, read as
+// deploy/'s hnsplan-rollout-status, shows the rollout halted by its
+// holder (foreign-holder: the exit 4 of `hnsplan rollout status`);
+// rollout resume deletes it, saying why, and the halt is gone.
+//
+//	go test -tags integration -run ForeignLeaseWithPolicies ./applier/
+func TestForeignLeaseWithPolicies(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	n := newPolicyNode(t, ctx, "win-fl")
+	intruder, name := kubetest.UniqueName("intruder"), kubetest.UniqueName(strings.TrimSuffix(rollout.NamePrefix, "-"))
+	lease := func(holder string, secs int32) *coordinationv1.Lease {
+		now := metav1.NewMicroTime(time.Now())
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{rollout.SlotLabel: "900"}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, AcquireTime: &now, RenewTime: &now}}
+	}
+	leases := func(cs kubernetes.Interface) interface {
+		Create(context.Context, *coordinationv1.Lease, metav1.CreateOptions) (*coordinationv1.Lease, error)
+	} {
+		return cs.CoordinationV1().Leases(slotNamespace)
+	}
+	t.Cleanup(func() {
+		_ = n.cs.CoordinationV1().Leases(slotNamespace).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+
+	// The node's own token cannot squat: not for another holder, not for
+	// itself for an hour.
+	for _, l := range []*coordinationv1.Lease{lease(intruder, 60), lease(n.name, 3600)} {
+		if _, err := leases(n.agentCS).Create(ctx, l, metav1.CreateOptions{}); err == nil || !(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)) {
+			t.Fatalf("the agent of %s made a slot held by %s for %ds: %v; want the lease policy to refuse it", n.name, *l.Spec.HolderIdentity, *l.Spec.LeaseDurationSeconds, err)
+		}
+	}
+
+	// A Lease made by hand (an admin): held by no node, for an hour.
+	if _, err := leases(n.cs).Create(ctx, lease(intruder, 3600), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r, ok, halted, out := n.rowOf(intruder)
+	if !ok || !halted || r.Phase != fleet.PhaseHalted || r.Stall == nil || r.Stall.Kind != fleet.StallForeignHolder ||
+		!strings.Contains(out, "rollout halted by "+intruder+": "+name+` is held by "`+intruder+`", and no Node of that name exists`) {
+		t.Fatalf("rollout status with a hand-made Lease: row %+v (found %v), halted %v; want %s halting it (foreign-holder):\n%s", r, ok, halted, intruder, out)
+	}
+
+	var said bytes.Buffer
+	err := fleet.Resume(ctx, n.cs, fleet.ResumeOptions{Namespace: slotNamespace, Nodes: []string{intruder}, Out: &said, ErrOut: &said})
+	if err != nil || !strings.Contains(said.String(), "node "+intruder+": freed "+name+", held by a name that is no Windows node") {
+		t.Fatalf("rollout resume %s: %v:\n%s", intruder, err, said.String())
+	}
+	if _, err := n.cs.CoordinationV1().Leases(slotNamespace).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after resume the Lease %s is still there: %v", name, err)
+	}
+	if r, ok, _, out := n.rowOf(intruder); ok && r.Stall != nil {
+		t.Fatalf("after resume: %s still halts the rollout (%+v):\n%s", intruder, r.Stall, out)
+	}
 }
