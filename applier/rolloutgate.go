@@ -239,19 +239,22 @@ func (g *slotGate) admit(ctx context.Context, p *plan.NodePlan, a replace.Admiss
 		return "", "", nil
 	}
 	g.stop()
+	lost := func() (kube.NodeState, string, error) {
+		g.log.Warn("rollout slot lost: freed by an operator (hnsplan rollout resume), or taken over after it expired; waiting for hnsplan-agent replace --retry",
+			"slot", rec.Slot, "plan", p.Digest)
+		g.event("Warning", "RolloutSlotLost", fmt.Sprintf("rollout slot %s is no longer this node's: the replace for plan %s halts until hnsplan-agent replace --retry", rec.Slot, p.Digest))
+		if err := g.save(slotRecord{Plan: p.Digest, Halted: haltFreed}); err != nil {
+			return "", "", err
+		}
+		return g.admit(ctx, p, a)
+	}
 	if rec.Slot != "" {
 		ok, err := g.stillHeld(ctx, rec.Slot)
 		if err != nil {
 			return "", "", err
 		}
 		if !ok {
-			g.log.Warn("rollout slot lost: freed by an operator (hnsplan rollout resume), or taken over after it expired; waiting for hnsplan-agent replace --retry",
-				"slot", rec.Slot, "plan", p.Digest)
-			g.event("Warning", "RolloutSlotLost", fmt.Sprintf("rollout slot %s is no longer this node's: the replace for plan %s halts until hnsplan-agent replace --retry", rec.Slot, p.Digest))
-			if err := g.save(slotRecord{Plan: p.Digest, Halted: haltFreed}); err != nil {
-				return "", "", err
-			}
-			return g.admit(ctx, p, a)
+			return lost()
 		}
 	}
 	nodes := g.nodes()
@@ -300,7 +303,17 @@ func (g *slotGate) admit(ctx context.Context, p *plan.NodePlan, a replace.Admiss
 			return "", "", err
 		}
 	}
-	name, ok, err := g.slots.Acquire(ctx)
+	// A node whose record says it holds a slot only holds on to it: one
+	// freed since the check above (rollout resume) is lost, not taken
+	// again as if new.
+	acquire := g.slots.Acquire
+	if rec.Slot != "" {
+		acquire = g.slots.Hold
+	}
+	name, ok, err := acquire(ctx)
+	if err == nil && !ok && rec.Slot != "" {
+		return lost()
+	}
 	if extra := g.slots.Extra; len(extra) > 0 {
 		g.slots.Extra = nil
 		g.log.Warn("gave up rollout slots held in this node's name beyond its one (made by another writer with its identity)", "slots", extra, "kept", name)

@@ -436,3 +436,58 @@ func TestAbortNamesItsPlan(t *testing.T) {
 		t.Fatalf("events %q: a request for the plan in force was ignored", k.events)
 	}
 }
+
+// TestSlotFreedDuringAdmit: an operator frees a blocked node's slot
+// (rollout resume) between the agent's look at it and its hold on it:
+// the slot is lost and the replace halts (rollout-halted), as if freed
+// before. Before, the agent took a new slot of the same name as if it had
+// none, and its replace never halted.
+func TestSlotFreedDuringAdmit(t *testing.T) {
+	ex := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
+	p := ex.plans["win-1"]
+	h := hnsmem.New(hnsmem.ManagementAddress(mgmt(t, p)))
+	cs := fake.NewClientset()
+	k := &slotKube{fakeKube: &fakeKube{synced: true, node: kube.Node{Name: "win-1"}},
+		nodes: []kube.Node{windowsNode("win-1"), windowsNode("win-2")}}
+	cfg := agentConfig(t, h, chanSource(nil))
+	cfg.Kube, cfg.Leases, cfg.DrainTimeout = k, cs.CoordinationV1(), time.Millisecond
+	a, err := applier.NewAgent(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass := func(want kube.NodeState) {
+		t.Helper()
+		for next := a.Pass(ctx, 0); next == applier.Requeue; next = a.Pass(ctx, 0) {
+		}
+		if st := a.Status(); st.State != want {
+			t.Fatalf("state %s (%s), want %s", st.State, st.Error, want)
+		}
+	}
+	a.TakePlan(planwatch.Update{Plan: p, Source: "test"})
+	pass(kube.StateConverged)
+	cni(t, h, p, ex.cluster) // pods that do not leave: the replace blocks
+	a.TakePlan(planwatch.Update{Plan: withVNI(p, 5000), Source: "test"})
+	pass(kube.StateBlocked)
+	if holderOf(t, cs, rollout.NamePrefix+"0") != "win-1" {
+		t.Fatal("the blocked node holds no slot")
+	}
+	// The slot is freed right after the agent's next look at it (its
+	// Get), before it lists the slots.
+	freed := false
+	cs.PrependReactor("list", "leases", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if !freed {
+			freed = true
+			if err := cs.Tracker().Delete(coordinationv1.SchemeGroupVersion.WithResource("leases"), slotNS, rollout.NamePrefix+"0"); err != nil {
+				t.Error(err)
+			}
+		}
+		return false, nil, nil
+	})
+	pass(kube.StateRolloutHalted)
+	if !freed {
+		t.Fatal("the agent did not list the slots: the race was not run")
+	}
+	if h := holderOf(t, cs, rollout.NamePrefix+"0"); h != "" {
+		t.Fatalf("the freed slot is held again by %q; want it lost", h)
+	}
+}

@@ -224,6 +224,26 @@ func (s *Slots) mine(ctx context.Context, leases []coordinationv1.Lease) *coordi
 	return keep
 }
 
+// Hold renews the slot this node holds and returns it, as Acquire does,
+// but never takes one: ok is false when the node holds none (an operator
+// freed it, or another node took it over after it expired). A node that
+// knows it held a slot calls Hold, not Acquire, so that a slot freed
+// between its last look and this call is lost, not taken again as new.
+func (s *Slots) Hold(ctx context.Context) (name string, ok bool, err error) {
+	list, err := s.Leases.Leases(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: SlotLabel})
+	if err != nil {
+		return "", false, fmt.Errorf("rollout: list the slot Leases in %s: %w", s.Namespace, err)
+	}
+	s.observe(list.Items, s.now())
+	l := s.mine(ctx, list.Items)
+	if l == nil {
+		s.held = ""
+		return "", false, nil
+	}
+	s.held = l.Name
+	return l.Name, true, s.renew(ctx, l)
+}
+
 // outside counts the stranded nodes other than this one that hold no live
 // slot: disrupted all the same.
 func (s *Slots) outside(live map[string]bool) int {
