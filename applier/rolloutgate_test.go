@@ -351,25 +351,35 @@ func TestRolloutAllAtOnce(t *testing.T) {
 	}
 }
 
-// TestAbortNamesItsPlan: replace --abort and --retry name the plan they
-// are about; a request for another plan (one published after the operator
-// asked) is dropped with a ReplaceRequestIgnored Event and the plan in
-// force goes on. Before, an abort asked for one plan was applied to the
-// next, which then stayed replace-pending until --retry.
-func TestAbortNamesItsPlan(t *testing.T) {
-	ex := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
-	p := ex.plans["win-1"]
-	h := hnsmem.New(hnsmem.ManagementAddress(mgmt(t, p)))
-	cs := fake.NewClientset()
-	k := &slotKube{fakeKube: &fakeKube{synced: true, node: kube.Node{Name: "win-1"}},
+// slotRig is the agent of win-1 (of two Windows nodes) with rollout
+// slots on a fake API server, over the calico-vxlan example's plan, its
+// drain timeout a millisecond; pass runs passes until one does not
+// requeue and checks the state it ends in.
+type slotRig struct {
+	ex   compiled
+	p    *plan.NodePlan
+	h    *hnsmem.HNS
+	cs   *fake.Clientset
+	k    *slotKube
+	cfg  applier.Config
+	a    *applier.Agent
+	pass func(want kube.NodeState)
+}
+
+func newSlotRig(t *testing.T) *slotRig {
+	r := &slotRig{ex: compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml"), cs: fake.NewClientset()}
+	r.p = r.ex.plans["win-1"]
+	r.h = hnsmem.New(hnsmem.ManagementAddress(mgmt(t, r.p)))
+	r.k = &slotKube{fakeKube: &fakeKube{synced: true, node: kube.Node{Name: "win-1"}},
 		nodes: []kube.Node{windowsNode("win-1"), windowsNode("win-2")}}
-	cfg := agentConfig(t, h, chanSource(nil))
-	cfg.Kube, cfg.Leases, cfg.DrainTimeout = k, cs.CoordinationV1(), time.Millisecond
-	a, err := applier.NewAgent(cfg)
+	r.cfg = agentConfig(t, r.h, chanSource(nil))
+	r.cfg.Kube, r.cfg.Leases, r.cfg.DrainTimeout = r.k, r.cs.CoordinationV1(), time.Millisecond
+	a, err := applier.NewAgent(r.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pass := func(want kube.NodeState) {
+	r.a = a
+	r.pass = func(want kube.NodeState) {
 		t.Helper()
 		for next := a.Pass(ctx, 0); next == applier.Requeue; next = a.Pass(ctx, 0) {
 		}
@@ -377,6 +387,17 @@ func TestAbortNamesItsPlan(t *testing.T) {
 			t.Fatalf("state %s (%s), want %s", st.State, st.Error, want)
 		}
 	}
+	return r
+}
+
+// TestAbortNamesItsPlan: replace --abort and --retry name the plan they
+// are about; a request for another plan (one published after the operator
+// asked) is dropped with a ReplaceRequestIgnored Event and the plan in
+// force goes on. Before, an abort asked for one plan was applied to the
+// next, which then stayed replace-pending until --retry.
+func TestAbortNamesItsPlan(t *testing.T) {
+	r := newSlotRig(t)
+	ex, p, h, cs, k, cfg, a, pass := r.ex, r.p, r.h, r.cs, r.k, r.cfg, r.a, r.pass
 	request := func(file, digest string) {
 		t.Helper()
 		if err := statedir.WriteRequest(cfg.StateDir, file, digest); err != nil {
@@ -443,26 +464,8 @@ func TestAbortNamesItsPlan(t *testing.T) {
 // before. Before, the agent took a new slot of the same name as if it had
 // none, and its replace never halted.
 func TestSlotFreedDuringAdmit(t *testing.T) {
-	ex := compile(t, "../examples/calico-vxlan", "../examples/inventory/calico-vxlan.yaml")
-	p := ex.plans["win-1"]
-	h := hnsmem.New(hnsmem.ManagementAddress(mgmt(t, p)))
-	cs := fake.NewClientset()
-	k := &slotKube{fakeKube: &fakeKube{synced: true, node: kube.Node{Name: "win-1"}},
-		nodes: []kube.Node{windowsNode("win-1"), windowsNode("win-2")}}
-	cfg := agentConfig(t, h, chanSource(nil))
-	cfg.Kube, cfg.Leases, cfg.DrainTimeout = k, cs.CoordinationV1(), time.Millisecond
-	a, err := applier.NewAgent(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pass := func(want kube.NodeState) {
-		t.Helper()
-		for next := a.Pass(ctx, 0); next == applier.Requeue; next = a.Pass(ctx, 0) {
-		}
-		if st := a.Status(); st.State != want {
-			t.Fatalf("state %s (%s), want %s", st.State, st.Error, want)
-		}
-	}
+	r := newSlotRig(t)
+	ex, p, h, cs, a, pass := r.ex, r.p, r.h, r.cs, r.a, r.pass
 	a.TakePlan(planwatch.Update{Plan: p, Source: "test"})
 	pass(kube.StateConverged)
 	cni(t, h, p, ex.cluster) // pods that do not leave: the replace blocks

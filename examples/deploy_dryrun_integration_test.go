@@ -31,7 +31,7 @@ func TestDeployKustomizationDryRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg := kubetest.Config(t)
-	mapper, dyn := applyClients(t, cfg)
+	mapper, dyn := kubetest.ApplyClients(t, cfg)
 
 	byFile := deployObjects(t)
 	for _, o := range byFile["deploy/namespace.yaml"] {

@@ -33,12 +33,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 
 	"github.com/hnsplan/hnsplan/applier/kube"
@@ -49,26 +47,6 @@ import (
 // from; kubetest.AgentConfig impersonates with its copy of the name, which
 // TestDeployAgentTokens checks against real tokens.
 const nodeNameExtra = kube.ExtraNodeName
-
-// applyClients are what serverSideApply needs: a REST mapper from the API
-// server's discovery, and a dynamic client.
-func applyClients(t *testing.T, cfg *rest.Config) (meta.RESTMapper, dynamic.Interface) {
-	t.Helper()
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	groups, err := restmapper.GetAPIGroupResources(dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDiscoveryRESTMapper(groups)
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mapper, dyn
-}
 
 func applyObject(t *testing.T, ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, file string, obj runtime.Object) {
 	t.Helper()
@@ -91,16 +69,8 @@ func serverSideApply(t *testing.T, ctx context.Context, dyn dynamic.Interface, m
 	}
 	u := &unstructured.Unstructured{Object: content}
 	u.SetGroupVersionKind(gvks[0])
-	m, err := mapper.RESTMapping(gvks[0].GroupKind(), gvks[0].Version)
-	if err != nil {
-		t.Fatalf("%s: %s: %v", file, gvks[0], err)
-	}
-	var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-	if u.GetNamespace() != "" {
-		ri = dyn.Resource(m.Resource).Namespace(u.GetNamespace())
-	}
-	if _, err := ri.Apply(ctx, u.GetName(), u, opts); err != nil {
-		return fmt.Errorf("%s: server-side apply of %s %s: %w", file, gvks[0].Kind, u.GetName(), err)
+	if err := kubetest.Apply(ctx, dyn, mapper, u, opts); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
 	}
 	return nil
 }

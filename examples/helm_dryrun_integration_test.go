@@ -40,7 +40,7 @@ func TestHelmChartDryRun(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cfg := kubetest.Config(t)
-	mapper, dyn := applyClients(t, cfg)
+	mapper, dyn := kubetest.ApplyClients(t, cfg)
 	cs := kubetest.Client(t, cfg)
 	ch := loadChart(t)
 	host := `apiServer.host="` + testAPIHost + `"`

@@ -92,7 +92,7 @@ func TestPublishInterruptedRollback(t *testing.T) {
 				t.Fatalf("publish stopped after %d writes: err %v", k, err)
 			}
 			taken := checkVersions(t, c.cs, want1, want2)
-			if k == total && taken != len(want1)+0 {
+			if k == total && taken != len(want1) {
 				t.Errorf("a whole rollback: %d nodes take v1, want %d", taken, len(want1))
 			}
 

@@ -33,19 +33,7 @@ func BenchmarkSeededACLCounts(b *testing.B) {
 			if findings.HasErrors() {
 				b.Fatalf("seed %d: %v", seed, findings)
 			}
-			var pods []*acl.Pod
-			for _, p := range w.pods {
-				ap := &acl.Pod{Namespace: p.ns, Name: p.name, IP: p.ip, Labels: p.labels, ServiceAccount: p.sa}
-				for _, np := range p.ports {
-					ap.Ports = append(ap.Ports, acl.NamedPort{Name: np.name, Protocol: testProtos[np.proto], Port: np.port})
-				}
-				pods = append(pods, ap)
-			}
-			nsLabels := map[string]map[string]string{}
-			for _, ns := range w.namespaces {
-				nsLabels[ns.name] = ns.labels
-			}
-			world := acl.NewWorld(pods, nsLabels, nil)
+			pods, world := w.aclWorld()
 			for _, t := range []struct {
 				r *acl.Renderer
 				c *[3]int

@@ -68,6 +68,23 @@ func TestDifferential(t *testing.T) {
 		*seeds, *firstSeed, cells, closed, time.Since(start).Round(time.Millisecond))
 }
 
+// aclWorld is w's pods as the renderer sees them, and the world of them.
+func (w *world) aclWorld() ([]*acl.Pod, *acl.World) {
+	var pods []*acl.Pod
+	for _, p := range w.pods {
+		ap := &acl.Pod{Namespace: p.ns, Name: p.name, IP: p.ip, Labels: p.labels, ServiceAccount: p.sa}
+		for _, np := range p.ports {
+			ap.Ports = append(ap.Ports, acl.NamedPort{Name: np.name, Protocol: testProtos[np.proto], Port: np.port})
+		}
+		pods = append(pods, ap)
+	}
+	nsLabels := map[string]map[string]string{}
+	for _, ns := range w.namespaces {
+		nsLabels[ns.name] = ns.labels
+	}
+	return pods, acl.NewWorld(pods, nsLabels, nil)
+}
+
 // differ returns the cells where hnsplan and the reference disagree.
 //
 // A cell where hnsplan denies what the reference allows is not counted as
@@ -88,19 +105,7 @@ func differ(w *world) (bad []string, cells, closed int, err error) {
 	for _, f := range findings {
 		failsClosed = failsClosed || strings.Contains(f.Message, "fail closed")
 	}
-	var pods []*acl.Pod
-	for _, p := range w.pods {
-		ap := &acl.Pod{Namespace: p.ns, Name: p.name, IP: p.ip, Labels: p.labels, ServiceAccount: p.sa}
-		for _, np := range p.ports {
-			ap.Ports = append(ap.Ports, acl.NamedPort{Name: np.name, Protocol: testProtos[np.proto], Port: np.port})
-		}
-		pods = append(pods, ap)
-	}
-	nsLabels := map[string]map[string]string{}
-	for _, ns := range w.namespaces {
-		nsLabels[ns.name] = ns.labels
-	}
-	world := acl.NewWorld(pods, nsLabels, nil)
+	pods, world := w.aclWorld()
 	renderer := acl.NewRenderer(prog, world)
 	eps := map[string]*reach.Endpoint{}
 	for i, p := range w.pods {

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -80,19 +82,7 @@ func ApplyDeploy(t testing.TB, ctx context.Context, cfg *rest.Config) {
 		return 1
 	}
 	slices.SortStableFunc(files, func(a, b string) int { return cmp.Compare(first(a), first(b)) })
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	groups, err := restmapper.GetAPIGroupResources(dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mapper := restmapper.NewDiscoveryRESTMapper(groups)
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mapper, dyn := ApplyClients(t, cfg)
 	for _, file := range files {
 		data, err := os.ReadFile(filepath.Join(dir, file))
 		if err != nil {
@@ -115,20 +105,48 @@ func ApplyDeploy(t testing.TB, ctx context.Context, cfg *rest.Config) {
 				continue // comments only
 			}
 			u := &unstructured.Unstructured{Object: obj}
-			gvk := u.GroupVersionKind()
-			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if err != nil {
-				t.Fatalf("deploy/%s: document %d: %s: %v", file, i, gvk, err)
-			}
-			var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-			if ns := u.GetNamespace(); ns != "" {
-				ri = dyn.Resource(m.Resource).Namespace(ns)
-			}
-			if _, err := ri.Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: "hnsplan-deploy-test", Force: true}); err != nil {
-				t.Fatalf("deploy/%s: server-side apply of %s %s: %v", file, gvk.Kind, u.GetName(), err)
+			if err := Apply(ctx, dyn, mapper, u, metav1.ApplyOptions{FieldManager: "hnsplan-deploy-test", Force: true}); err != nil {
+				t.Fatalf("deploy/%s: document %d: %v", file, i, err)
 			}
 		}
 	}
+}
+
+// ApplyClients are what Apply needs: a REST mapper from the API server's
+// discovery, and a dynamic client.
+func ApplyClients(t testing.TB, cfg *rest.Config) (meta.RESTMapper, dynamic.Interface) {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups, err := restmapper.GetAPIGroupResources(dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return restmapper.NewDiscoveryRESTMapper(groups), dyn
+}
+
+// Apply applies u as `kubectl apply --server-side` does; the error names
+// its kind and name.
+func Apply(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, u *unstructured.Unstructured, opts metav1.ApplyOptions) error {
+	gvk := u.GroupVersionKind()
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return fmt.Errorf("%s: %w", gvk, err)
+	}
+	var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+	if ns := u.GetNamespace(); ns != "" {
+		ri = dyn.Resource(m.Resource).Namespace(ns)
+	}
+	if _, err := ri.Apply(ctx, u.GetName(), u, opts); err != nil {
+		return fmt.Errorf("server-side apply of %s %s: %w", gvk.Kind, u.GetName(), err)
+	}
+	return nil
 }
 
 // repoRoot is the directory of the repository's go.mod, above the test's
