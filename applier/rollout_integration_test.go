@@ -172,40 +172,11 @@ func fiveAgents(t *testing.T, mu string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	r := newRolloutRig(t, ctx, "win-r")
-	cs, ns, base, block, tl, nodes := r.cs, r.ns, r.base, r.block, r.tl, r.nodes
+	cs, ns, base, tl, nodes := r.cs, r.ns, r.base, r.tl, r.nodes
 	r.start(2*time.Second, func(n *rolloutNode) hns.Client { return n.hns })
 	first := clonePlan(base, "sha256:first", mu)
-	for _, n := range nodes {
-		q := *first
-		q.Node = n.name
-		n.src <- &q
-	}
-	for _, n := range nodes {
-		waitState(t, ctx, cs, n.name, first.Digest, kube.StateConverged)
-	}
-
-	// A pod on each node (its endpoint in the node's HNS) and a budget
-	// for it: nodes 1-4 may lose theirs, node 0's may not.
-	for i, n := range nodes {
-		ip := netip.PrefixFrom(block.Addr().Next().Next().Next(), block.Bits())
-		if err := n.hns.AddPodEndpoint(base.Network.Name, n.endpoint, ip, "", nil); err != nil {
-			t.Fatal(err)
-		}
-		pod, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: n.pod, Labels: map[string]string{"app": n.pod}},
-			Spec: corev1.PodSpec{NodeName: n.name, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-		if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		allowed := int32(1)
-		if i == 0 {
-			allowed = 0
-		}
-		budget(t, ctx, cs, ns, n.pod, allowed)
-	}
+	r.converge(first)
+	r.podsBlockingNode0()
 	// The kubelet and the CNI: an evicted pod goes, and its endpoint.
 	r.kubelet()
 
@@ -546,4 +517,39 @@ func (l *lockedLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// converge gives every node p (made its own) and waits until each has
+// applied it.
+func (r *rolloutRig) converge(p *plan.NodePlan) {
+	for _, n := range r.nodes {
+		q := *p
+		q.Node = n.name
+		n.src <- &q
+	}
+	for _, n := range r.nodes {
+		waitState(r.t, r.ctx, r.cs, n.name, p.Digest, kube.StateConverged)
+	}
+}
+
+// podsBlockingNode0 puts a pod on each node (its endpoint in the node's
+// HNS) and a budget for it: nodes 1-4 may lose theirs, node 0's may not.
+func (r *rolloutRig) podsBlockingNode0() {
+	t, ctx, cs := r.t, r.ctx, r.cs
+	for i, n := range r.nodes {
+		ip := netip.PrefixFrom(r.block.Addr().Next().Next().Next(), r.block.Bits())
+		if err := n.hns.AddPodEndpoint(r.base.Network.Name, n.endpoint, ip, "", nil); err != nil {
+			t.Fatal(err)
+		}
+		pod, err := cs.CoreV1().Pods(r.ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: n.pod, Labels: map[string]string{"app": n.pod}},
+			Spec: corev1.PodSpec{NodeName: n.name, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+		if _, err := cs.CoreV1().Pods(r.ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		budget(t, ctx, cs, r.ns, n.pod, map[bool]int32{true: 0, false: 1}[i == 0])
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -46,33 +45,11 @@ func TestRolloutStalledAgents(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	r := newRolloutRig(t, ctx, "win-s")
-	cs, ns, base, block, tl, nodes := r.cs, r.ns, r.base, r.block, r.tl, r.nodes
+	cs, ns, base, tl, nodes := r.cs, r.ns, r.base, r.tl, r.nodes
 	r.start(2*time.Second, func(n *rolloutNode) hns.Client { return n.hns })
 	first := clonePlan(base, "sha256:first", "1")
-	for _, n := range nodes {
-		q := *first
-		q.Node = n.name
-		n.src <- &q
-	}
-	for _, n := range nodes {
-		waitState(t, ctx, cs, n.name, first.Digest, kube.StateConverged)
-	}
-	for i, n := range nodes {
-		ip := netip.PrefixFrom(block.Addr().Next().Next().Next(), block.Bits())
-		if err := n.hns.AddPodEndpoint(base.Network.Name, n.endpoint, ip, "", nil); err != nil {
-			t.Fatal(err)
-		}
-		pod, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: n.pod, Labels: map[string]string{"app": n.pod}},
-			Spec: corev1.PodSpec{NodeName: n.name, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
-		if _, err := cs.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		budget(t, ctx, cs, ns, n.pod, map[bool]int32{true: 0, false: 1}[i == 0])
-	}
+	r.converge(first)
+	r.podsBlockingNode0()
 	r.kubelet()
 	moved := withVNI(first, 5000)
 	send := func(n *rolloutNode) {

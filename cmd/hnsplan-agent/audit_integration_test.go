@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/netip"
@@ -19,7 +18,6 @@ import (
 	"github.com/hnsplan/hnsplan/applier/hns"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
 	"github.com/hnsplan/hnsplan/applier/kube"
-	"github.com/hnsplan/hnsplan/applier/planwatch"
 	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
@@ -44,51 +42,13 @@ func TestRunAuditAgainstAPIServer(t *testing.T) {
 	p.Node, p.Cluster = node, node
 	p.Endpoints = []plan.Endpoint{{Pod: ns + "/web", IpConfigurations: []plan.IpConfig{{IpAddress: netip.MustParseAddr("192.168.0.5"), PrefixLength: 26}}}}
 	setRoutes(p, p.RemoteSubnetRoutes())
-	parts, err := plan.EncodeParts([]*plan.NodePlan{p})
-	must(err)
-	b, err := plan.Encode(p)
-	must(err)
-	for _, part := range parts {
-		_, err := cs.CoreV1().ConfigMaps(planwatch.ConfigMapNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: part.Name, Namespace: planwatch.ConfigMapNamespace,
-			Labels: map[string]string{planwatch.PartLabel: planwatch.PartLabelValue(part.Kind)}},
-			Data: map[string]string{planwatch.PartConfigMapKey: string(part.Data)}}, metav1.CreateOptions{})
-		must(err)
-		defer cs.CoreV1().ConfigMaps(planwatch.ConfigMapNamespace).Delete(context.Background(), part.Name, metav1.DeleteOptions{})
-	}
-	_, err = cs.CoreV1().ConfigMaps(planwatch.ConfigMapNamespace).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: planwatch.ConfigMapName(node), Namespace: planwatch.ConfigMapNamespace},
-		Data: map[string]string{planwatch.ConfigMapKey: string(b)}}, metav1.CreateOptions{})
-	must(err)
-	defer cs.CoreV1().ConfigMaps(planwatch.ConfigMapNamespace).Delete(context.Background(), planwatch.ConfigMapName(node), metav1.DeleteOptions{})
+	e.publish(p)
 
 	h := hnsmem.New(hnsmem.ManagementAddress(netip.MustParseAddr("10.240.0.21")))
-	var out, errOut lockedBuffer
 	listen := freeAddr(t)
-	f := &runFlags{node: node, planSource: "configmap", kubeconfig: kubeconfig, listen: listen, client: h,
-		stateDir: filepath.Join(t.TempDir(), "state"), resync: time.Second, simulateCNI: true, drainTimeout: 2 * time.Second}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- runAgent(runCtx, f, &out, &errOut) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("agent log:\n%s", errOut.String())
-		}
-	}()
-	waitNode := func(what string, ok func(*corev1.Node) bool) *corev1.Node {
-		t.Helper()
-		var n *corev1.Node
-		for ctx.Err() == nil {
-			if n, err = cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil && ok(n) {
-				return n
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("waiting for %s: node %s annotations %v", what, node, n.GetAnnotations())
-		return nil
-	}
+	e.run(&runFlags{node: node, planSource: "configmap", kubeconfig: kubeconfig, listen: listen, client: h,
+		stateDir: filepath.Join(t.TempDir(), "state"), resync: time.Second, simulateCNI: true, drainTimeout: 2 * time.Second})
+	waitNode := e.waitNode
 	waitNode("converged and clean", func(n *corev1.Node) bool {
 		return n.Annotations[kube.AnnotationState] == "converged" && n.Annotations[kube.AnnotationAudit] == "clean"
 	})

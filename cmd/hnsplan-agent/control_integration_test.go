@@ -17,8 +17,6 @@ import (
 
 	"github.com/hnsplan/hnsplan/applier/control"
 	"github.com/hnsplan/hnsplan/applier/hns/hnsmem"
-	"github.com/hnsplan/hnsplan/applier/planwatch"
-	"github.com/hnsplan/hnsplan/compiler/plan"
 )
 
 // TestRunSuspended runs the agent against a real kube-apiserver with its
@@ -47,47 +45,12 @@ func TestRunSuspended(t *testing.T) {
 	p := samplePlan()
 	p.Node, p.Cluster, p.Endpoints = node, node, nil
 	setRoutes(p, p.RemoteSubnetRoutes())
-	parts, err := plan.EncodeParts([]*plan.NodePlan{p})
-	must(err)
-	b, err := plan.Encode(p)
-	must(err)
-	for _, part := range parts {
-		_, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: part.Name,
-			Labels: map[string]string{planwatch.PartLabel: planwatch.PartLabelValue(part.Kind)}},
-			Data: map[string]string{planwatch.PartConfigMapKey: string(part.Data)}}, metav1.CreateOptions{})
-		must(err)
-		t.Cleanup(func() { cms.Delete(context.Background(), part.Name, metav1.DeleteOptions{}) })
-	}
-	_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: planwatch.ConfigMapName(node)}, Data: map[string]string{planwatch.ConfigMapKey: string(b)}}, metav1.CreateOptions{})
-	must(err)
-	t.Cleanup(func() { cms.Delete(context.Background(), planwatch.ConfigMapName(node), metav1.DeleteOptions{}) })
+	e.publish(p)
 
 	h := hnsmem.New(hnsmem.ManagementAddress(netip.MustParseAddr("10.240.0.21")))
-	var out, errOut lockedBuffer
-	f := &runFlags{node: node, planSource: "configmap", kubeconfig: kubeconfig, listen: freeAddr(t), client: h,
-		stateDir: filepath.Join(t.TempDir(), "state"), resync: time.Minute}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- runAgent(runCtx, f, &out, &errOut) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("agent log:\n%s", errOut.String())
-		}
-	}()
-	waitNode := func(what string, ok func(*corev1.Node) bool) {
-		t.Helper()
-		for ctx.Err() == nil {
-			if n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil && ok(n) {
-				return
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("waiting for %s", what)
-	}
+	e.run(&runFlags{node: node, planSource: "configmap", kubeconfig: kubeconfig, listen: freeAddr(t), client: h,
+		stateDir: filepath.Join(t.TempDir(), "state"), resync: time.Minute})
+	waitNode := func(what string, ok func(*corev1.Node) bool) { e.waitNode(what, ok) }
 	waitEvent := func(reason string) {
 		t.Helper()
 		for ctx.Err() == nil {

@@ -47,66 +47,15 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	p.Endpoints = []plan.Endpoint{{Pod: ns + "/web", IpConfigurations: []plan.IpConfig{{IpAddress: netip.MustParseAddr("192.168.0.5"), PrefixLength: 26}}}}
 	p.Cluster = node // parts are named after their content: this run's own
 	setRoutes(p, p.RemoteSubnetRoutes())
-	put := func(cm *corev1.ConfigMap) {
-		t.Helper()
-		if _, err := cs.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
-			_, err = cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
-			must(err)
-		} else {
-			must(err)
-		}
-	}
-	// publish writes the parts, then the plan, as hnsplan publish does.
-	publish := func(p *plan.NodePlan) {
-		t.Helper()
-		parts, err := plan.EncodeParts([]*plan.NodePlan{p})
-		must(err)
-		b, err := plan.Encode(p)
-		must(err)
-		for _, part := range parts {
-			put(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: part.Name, Namespace: planwatch.ConfigMapNamespace,
-				Labels: map[string]string{planwatch.PartLabel: planwatch.PartLabelValue(part.Kind)}},
-				Data: map[string]string{planwatch.PartConfigMapKey: string(part.Data)}})
-			t.Cleanup(func() {
-				cs.CoreV1().ConfigMaps(planwatch.ConfigMapNamespace).Delete(context.Background(), part.Name, metav1.DeleteOptions{})
-			})
-		}
-		put(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: planwatch.ConfigMapName(node), Namespace: planwatch.ConfigMapNamespace},
-			Data: map[string]string{planwatch.ConfigMapKey: string(b)}})
-	}
+	publish := e.publish
 	publish(p)
 	first := p.Digest
 
 	// HNS as this node's: its management address is the plan's.
 	h := hnsmem.New(hnsmem.ManagementAddress(netip.MustParseAddr("10.240.0.21")))
-	var out, errOut lockedBuffer
-	f := &runFlags{node: node, planSource: "configmap", kubeconfig: kubeconfig, listen: freeAddr(t), client: h,
-		stateDir: filepath.Join(t.TempDir(), "state"), resync: time.Minute, simulateCNI: true, drainTimeout: 2 * time.Second}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- runAgent(runCtx, f, &out, &errOut) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("agent log:\n%s", errOut.String())
-		}
-	}()
-
-	waitNode := func(what string, ok func(*corev1.Node) bool) *corev1.Node {
-		t.Helper()
-		var n *corev1.Node
-		for ctx.Err() == nil {
-			if n, err = cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil && ok(n) {
-				return n
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("waiting for %s: node %s annotations %v, unschedulable %v", what, node, n.GetAnnotations(), n != nil && n.Spec.Unschedulable)
-		return nil
-	}
+	e.run(&runFlags{node: node, planSource: "configmap", kubeconfig: kubeconfig, listen: freeAddr(t), client: h,
+		stateDir: filepath.Join(t.TempDir(), "state"), resync: time.Minute, simulateCNI: true, drainTimeout: 2 * time.Second})
+	waitNode := e.waitNode
 	applied := func(digest string) func(*corev1.Node) bool {
 		return func(n *corev1.Node) bool {
 			return n.Annotations["hnsplan.io/applied-digest"] == digest && n.Annotations["hnsplan.io/state"] == "converged"
@@ -126,13 +75,13 @@ func TestRunAgainstAPIServer(t *testing.T) {
 	// The VNI changes: the agent must drain. The test is the kubelet (an
 	// evicted pod goes at once) and the CNI (its endpoint goes with it).
 	go func() {
-		for runCtx.Err() == nil {
-			pods, err := cs.CoreV1().Pods(ns).List(runCtx, metav1.ListOptions{})
+		for ctx.Err() == nil {
+			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			if err == nil {
 				for _, p := range pods.Items {
 					if p.DeletionTimestamp != nil {
 						zero := int64(0)
-						cs.CoreV1().Pods(ns).Delete(runCtx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+						cs.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 						h.RemoveEndpoint("cni-0000_Calico")
 					}
 				}
@@ -197,6 +146,7 @@ func TestRunAgainstAPIServer(t *testing.T) {
 // a Windows Node of a fresh name (deleted after the test) and the
 // namespaces of the plans and of the node's pods.
 type runEnv struct {
+	t          *testing.T
 	kubeconfig string
 	cs         kubernetes.Interface
 	ctx        context.Context
@@ -207,7 +157,7 @@ type runEnv struct {
 func newRunEnv(t *testing.T, prefix string) *runEnv {
 	t.Helper()
 	kubetest.ShareSystemNamespace(t)
-	e := &runEnv{kubeconfig: kubetest.Kubeconfig(t), cs: kubetest.Client(t, kubetest.Config(t))}
+	e := &runEnv{t: t, kubeconfig: kubetest.Kubeconfig(t), cs: kubetest.Client(t, kubetest.Config(t))}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	e.ctx = ctx
@@ -227,4 +177,70 @@ func newRunEnv(t *testing.T, prefix string) *runEnv {
 		e.must(err)
 	}
 	return e
+}
+
+// publish writes p's parts, then p, into the agents' namespace, as
+// hnsplan publish does (created, or updated if there), and deletes them
+// when the test ends.
+func (e *runEnv) publish(p *plan.NodePlan) {
+	t := e.t
+	t.Helper()
+	parts, err := plan.EncodeParts([]*plan.NodePlan{p})
+	e.must(err)
+	b, err := plan.Encode(p)
+	e.must(err)
+	cms := e.cs.CoreV1().ConfigMaps(planwatch.ConfigMapNamespace)
+	put := func(cm *corev1.ConfigMap) {
+		t.Helper()
+		cm.Namespace = planwatch.ConfigMapNamespace
+		if _, err := cms.Update(e.ctx, cm, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
+			_, err = cms.Create(e.ctx, cm, metav1.CreateOptions{})
+			e.must(err)
+		} else {
+			e.must(err)
+		}
+		t.Cleanup(func() { cms.Delete(context.Background(), cm.Name, metav1.DeleteOptions{}) })
+	}
+	for _, part := range parts {
+		put(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: part.Name,
+			Labels: map[string]string{planwatch.PartLabel: planwatch.PartLabelValue(part.Kind)}},
+			Data: map[string]string{planwatch.PartConfigMapKey: string(part.Data)}})
+	}
+	put(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: planwatch.ConfigMapName(e.node)},
+		Data: map[string]string{planwatch.ConfigMapKey: string(b)}})
+}
+
+// run runs the agent with f until the test ends (its error, and on a
+// failure its log, reported then).
+func (e *runEnv) run(f *runFlags) {
+	t := e.t
+	var out, errOut lockedBuffer
+	runCtx, stop := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- runAgent(runCtx, f, &out, &errOut) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("agent log:\n%s", errOut.String())
+		}
+	})
+}
+
+// waitNode waits until ok holds of the node, and returns it.
+func (e *runEnv) waitNode(what string, ok func(*corev1.Node) bool) *corev1.Node {
+	t := e.t
+	t.Helper()
+	var n *corev1.Node
+	var err error
+	for e.ctx.Err() == nil {
+		if n, err = e.cs.CoreV1().Nodes().Get(e.ctx, e.node, metav1.GetOptions{}); err == nil && ok(n) {
+			return n
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("waiting for %s: node %s annotations %v, unschedulable %v", what, e.node, n.GetAnnotations(), n != nil && n.Spec.Unschedulable)
+	return nil
 }
